@@ -1,0 +1,30 @@
+# `make run` and `make test` each build .venv on first use (or when the dependencies change).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test test-quick bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, alone: the pinned version is the local CPU build, so nothing pulls CUDA wheels.
+	$(BIN)/python -m pip install --quiet -c constraints.txt torch
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/rlplace-compare
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --durations=10
+
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/python experiments/bench_sim.py
+
+clean:
+	rm -rf $(VENV) outputs multirun .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""rlplace.agents: learned placers: policies, REINFORCE and PPO (the learned-placers issue)."""

@@ -1,0 +1,1 @@
+"""Hydra configs of the rlplace apps, installed as the package rlplace.conf."""

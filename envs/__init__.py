@@ -1,0 +1,1 @@
+"""rlplace.envs: Gymnasium environments for placement (the environment issue)."""

@@ -1,0 +1,1 @@
+"""Hydra entry points: rlplace-compare (and train, profile, reproduce as they land)."""

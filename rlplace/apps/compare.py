@@ -1,0 +1,81 @@
+"""rlplace-compare: run placers on one graph and cluster, evaluate each placement with one
+backend, print a table and write ``results.json`` and plots into the Hydra run directory.
+
+    rlplace-compare graph=baechi_gnmt cluster=baechi_2080 placers=[single,round_robin,random]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import hydra
+import numpy as np
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from rlplace.apps.common import instantiate_node, run_app, user_errors
+from rlplace.backends import make_backend
+from rlplace.cluster import Cluster
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.placers import make_placer
+from rlplace.report import format_table, plot_memory, plot_schedule
+from rlplace.sim import simulate
+
+PROG = "rlplace-compare"
+
+
+def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
+    graph = instantiate_node(cfg, "graph")
+    cluster = instantiate_node(cfg, "cluster")
+    if not isinstance(graph, OpGraph) or not isinstance(cluster, Cluster):
+        raise ConfigError("graph must build an OpGraph and cluster a Cluster (check their _target_)")
+    backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options))
+    stats = graph.stats(cluster.comm)
+    print(f"graph {graph.name}: {stats.num_ops} ops, {stats.num_edges} edges, compute "
+          f"{stats.total_compute * 1e3:.3f} ms, critical path {stats.critical_path * 1e3:.3f} ms, "
+          f"CCR {stats.ccr:.3f}; cluster {cluster.name or ''}: {cluster.num_devices} devices, "
+          f"{cluster.comm.mode} transfers")
+
+    placer_options = OmegaConf.to_container(cfg.placer_options)
+    placers = [(name, make_placer(name, seed=cfg.seed, **placer_options.get(name, {})))
+               for name in cfg.placers]  # every name is checked before any work starts
+    records, placements = [], {}
+    for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False):
+        start = time.perf_counter()
+        placement = placer.place(graph, cluster)
+        placement_time = time.perf_counter() - start
+        result = backend.evaluate(graph, cluster, placement)
+        records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
+                        "ops_placed": graph.num_ops})
+        placements[name] = placement
+        (out_dir / "results.json").write_text(json.dumps(records, indent=1))  # keep what is done
+
+    print(format_table(records, cluster))
+    best = min(records, key=lambda r: (r["oom"], r["step_time"]))
+    placements[best["placer"]].save(out_dir / "best_placement.json", graph, cluster)
+    if cfg.plots:
+        trace = simulate(graph, cluster, placements[best["placer"]], trace=True).schedule
+        plot_schedule(graph, cluster, trace, out_dir / "schedule.png",
+                      title=f"{graph.name}: simulated schedule of {best['placer']} "
+                            f"({best['step_time'] * 1e3:.3f} ms)")
+        plot_memory(records, cluster, out_dir / "memory.png")
+    print(f"best: {best['placer']}; results in {out_dir}")
+    return records
+
+
+@hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="compare")
+def _hydra_main(cfg: DictConfig) -> None:
+    with user_errors(PROG):
+        compare(cfg, Path(HydraConfig.get().runtime.output_dir))
+
+
+def main() -> None:
+    run_app(_hydra_main)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Backends: anything with ``evaluate(graph, cluster, placement) -> StepResult``.
+
+``sim`` is the embedded execution simulator (``rlplace.sim``); the real TensorFlow backend
+registers as ``tf``. ``make_backend(name, **options)`` builds one by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, runtime_checkable
+
+from rlplace.cluster import Cluster
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.placement import Placement
+from rlplace.sim import StepResult, simulate
+
+
+@runtime_checkable
+class Backend(Protocol):
+    def evaluate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult: ...
+
+
+@dataclass
+class SimBackend:
+    """The execution simulator. Like TensorFlow, it refuses a placement that splits a
+    colocation group (PlacementError). ``trace=True`` keeps the schedule in every result."""
+
+    trace: bool = False
+
+    def evaluate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
+        placement = placement if isinstance(placement, Placement) else Placement(placement)
+        placement.validate(graph, cluster)
+        return simulate(graph, cluster, placement, trace=self.trace)
+
+
+_BACKENDS: dict[str, Callable[..., Backend]] = {"sim": SimBackend}
+
+
+def make_backend(name: str, **options) -> Backend:
+    if name not in _BACKENDS:
+        raise ConfigError(f"unknown backend {name!r} (known: {', '.join(sorted(_BACKENDS))})")
+    try:
+        return _BACKENDS[name](**options)
+    except TypeError as exc:
+        raise ConfigError(f"backend {name!r}: bad options {sorted(options)} ({exc})") from None

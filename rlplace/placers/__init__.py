@@ -1,0 +1,57 @@
+"""Placers: anything with ``place(graph, cluster) -> Placement``, registered by name.
+
+``make_placer("random", seed=3)`` builds one; ``available_placers()`` lists the names.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable, Protocol, runtime_checkable
+
+from rlplace.cluster import Cluster
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.placement import Placement
+
+
+@runtime_checkable
+class Placer(Protocol):
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement: ...
+
+
+_REGISTRY: dict[str, Callable[..., Placer]] = {}
+
+
+def register(name: str):
+    """Class decorator: make a placer available under ``name``."""
+
+    def deco(factory):
+        if name in _REGISTRY:
+            raise ValueError(f"placer {name!r} registered twice")
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def available_placers() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def make_placer(name: str, seed: int | None = None, **options) -> Placer:
+    """The placer registered as ``name``, built with ``options``. ``seed`` goes to placers
+    that take one (unless ``options`` sets it) and is ignored by the others."""
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown placer {name!r} (known: {', '.join(available_placers())})")
+    factory = _REGISTRY[name]
+    if seed is not None and "seed" in inspect.signature(factory).parameters:
+        options.setdefault("seed", seed)
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise ConfigError(f"placer {name!r}: bad options {sorted(options)} ({exc})") from None
+
+
+from rlplace.placers import baselines  # noqa: E402,F401  (registers the baselines)
+
+__all__ = ["Placer", "available_placers", "make_placer", "register"]

@@ -1,0 +1,83 @@
+"""Tables and plots for people: the comparison table, the Gantt chart of a simulated schedule
+and the peak memory per device. Units are converted here, for display only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from rlplace.cluster import Cluster  # noqa: E402
+from rlplace.graph import OpGraph  # noqa: E402
+from rlplace.sim import Schedule  # noqa: E402
+
+GIB = 2**30
+
+
+def format_table(records: Sequence[dict], cluster: Cluster) -> str:
+    """A text table of comparison records (``placer``, ``step_time``, ``oom``,
+    ``oom_devices``, ``peak_memory``, ``placement_time``, ``ops_placed``)."""
+    header = ["placer", "step time (ms)", "OOM", "peak memory per device (GiB)",
+              "placement time (s)", "ops placed"]
+    rows = []
+    for r in records:
+        oom = ",".join(cluster.devices[d].name for d in r["oom_devices"]) if r["oom"] else "no"
+        rows.append([r["placer"], f"{r['step_time'] * 1e3:.3f}", oom,
+                     " ".join(f"{b / GIB:.2f}" for b in r["peak_memory"]),
+                     f"{r['placement_time']:.3f}", str(r["ops_placed"])])
+    widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(header)]
+    line = lambda cells: "  ".join(c.ljust(w) if k in (0, 2, 3) else c.rjust(w)  # noqa: E731
+                                   for k, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+def plot_schedule(graph: OpGraph, cluster: Cluster, schedule: Schedule, path: str | Path,
+                  title: str = "") -> None:
+    """Gantt chart: one row of ops per device, and under it the transfers it receives."""
+    ndev = cluster.num_devices
+    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.9 * ndev))
+    cmap = plt.get_cmap("tab20")
+    for d in range(ndev):
+        ops = np.flatnonzero(schedule.op_device == d)
+        bars = list(zip(schedule.op_start[ops] * 1e3, (schedule.op_end[ops] - schedule.op_start[ops]) * 1e3))
+        ax.broken_barh(bars, (2 * d + 0.05, 0.9), facecolors=[cmap(i % 20) for i in ops],
+                       linewidth=0)
+        xs = np.flatnonzero(schedule.transfer_dst_device == d)
+        bars = list(zip(schedule.transfer_start[xs] * 1e3,
+                        (schedule.transfer_end[xs] - schedule.transfer_start[xs]) * 1e3))
+        ax.broken_barh(bars, (2 * d + 1.25, 0.5), facecolors="0.55", edgecolors="0.3", linewidth=0.3)
+    ax.set_yticks([y + 0.5 for d in range(ndev) for y in (2 * d, 2 * d + 1)])
+    ax.set_yticklabels([label for dev in cluster.devices for label in (f"{dev.name}", "  ← transfers in")])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title or f"Simulated schedule of {graph.name}")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_memory(records: Sequence[dict], cluster: Cluster, path: str | Path, title: str = "") -> None:
+    """Peak memory per device for every placer, with each device's size as a dashed line."""
+    ndev = cluster.num_devices
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(records) * ndev / 2 + 3), 4))
+    width = 0.8 / max(len(records), 1)
+    x = np.arange(ndev)
+    for k, r in enumerate(records):
+        ax.bar(x + (k - (len(records) - 1) / 2) * width, np.asarray(r["peak_memory"]) / GIB, width,
+               label=r["placer"] + (" (OOM)" if r["oom"] else ""))
+    for d, dev in enumerate(cluster.devices):
+        ax.hlines(dev.memory_bytes / GIB, d - 0.45, d + 0.45, colors="k", linestyles="dashed", linewidth=1)
+    ax.set_xticks(x)
+    ax.set_xticklabels(cluster.device_names)
+    ax.set_ylabel("peak memory (GiB)")
+    ax.set_title(title or "Peak memory per device (dashed: device memory)")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

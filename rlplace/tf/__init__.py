@@ -1,0 +1,1 @@
+"""TensorFlow side of rlplace: graph extraction, profiling, measurement (the TensorFlow issue)."""
