@@ -53,3 +53,51 @@ def test_coarse_graph_expand_and_labels():
     assert list(p.device_of[:20]) == [0] * 10 + [1] * 10
     with pytest.raises(PlacementError, match="one device per group"):
         cg.expand([0, 1])
+
+
+def test_quotient_of_the_identity_grouping_simulates_like_the_graph():
+    from rlplace.sim import simulate
+
+    g = layered(400, seed=9)
+    c = Cluster.homogeneous(3, 10**9)
+    q = CoarseGraph.from_labels(g, np.arange(g.num_ops)).quotient()
+    assert q.num_ops == g.num_ops and q.num_edges == g.num_edges
+    dev = np.random.default_rng(0).integers(0, 3, g.num_ops)
+    a, b = simulate(g, c, dev), simulate(q, c, dev)
+    assert a.step_time == pytest.approx(b.step_time)
+    assert a.num_transfers == b.num_transfers and a.transfer_bytes == b.transfer_bytes
+
+
+def test_quotient_sums_costs_sends_a_tensor_once_and_keeps_colocation():
+    from conftest import op
+    from rlplace.graph import OpGraph
+
+    ops = [op("a", 1.0, out=[10], persistent=3, temporary=7), op("b", 2.0, out=[20], temporary=5),
+           op("c", 4.0, out=[1]), op("d", 1.0, out=[1], colocation_group="v"), op("e", 1.0, out=[1], colocation_group="v")]
+    g = OpGraph.from_records(ops, [("a", "b", 10), ("a", "c", 10), ("b", "c", 20), ("c", "d", 1), ("d", "e", 1)])
+    cg = CoarseGraph.from_labels(g, [0, 0, 1, 2, 3])  # {a, b}, {c}, {d}, {e}
+    q = cg.quotient()
+    assert q.names == ["a", "c", "d", "e"]
+    rec = q.op_record(0)
+    assert (rec["compute_time"], rec["persistent_bytes"], rec["temporary_bytes"]) == (3.0, 3, 7)
+    assert rec["op_type"] == "Fused" and rec["output_bytes"] == [10, 20]  # a's and b's tensors leave
+    assert q.colocation_group[q.index["d"]] == q.colocation_group[q.index["e"]] == "v"
+    c = Cluster.homogeneous(2, 10**9)
+    p = cg.expand([0, 1, 1, 1])
+    assert simulate_bytes(g, c, p) == simulate_bytes(q, c, np.array([0, 1, 1, 1]))
+
+
+def simulate_bytes(graph, cluster, placement):
+    from rlplace.sim import simulate
+
+    return simulate(graph, cluster, placement).transfer_bytes
+
+
+def test_quotient_refuses_a_grouping_that_makes_a_cycle():
+    from rlplace.errors import GraphError
+
+    g = linear_regression()
+    with pytest.raises(GraphError, match="cycle"):
+        CoarseGraph.colocation(g).quotient()
+    CoarseGraph.from_labels(g, [0 if n in ("Step", "UpdateStep") else i + 1
+                                for i, n in enumerate(g.names)]).quotient()
