@@ -130,16 +130,7 @@ class Cluster:
 
 
 def load_preset(name: str, **overrides) -> Cluster:
-    """Instantiate the Hydra preset ``conf/cluster/<name>.yaml`` (e.g. ``baechi_2080``)."""
-    from importlib.resources import files
+    """The cluster preset ``conf/cluster/<name>.yaml`` (e.g. ``baechi_2080``), with overrides."""
+    from rlplace.presets import load_preset as load
 
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    path = files("rlplace.conf").joinpath("cluster", f"{name}.yaml")
-    if not path.is_file():
-        known = sorted(p.name.removesuffix(".yaml") for p in files("rlplace.conf").joinpath("cluster").iterdir()
-                       if p.name.endswith(".yaml"))
-        raise ConfigError(f"unknown cluster preset {name!r} (known: {', '.join(known)})")
-    cfg = OmegaConf.merge(OmegaConf.load(str(path)), overrides)
-    return instantiate(cfg)
+    return load("cluster", name, **overrides)

@@ -16,12 +16,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from rlplace.apps.common import instantiate_node, run_app, user_errors
+from rlplace.apps.common import run_app, user_errors
 from rlplace.backends import make_backend
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
+from rlplace.presets import instantiate_node
 from rlplace.report import format_table, plot_memory, plot_schedule
 from rlplace.sim import simulate
 

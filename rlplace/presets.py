@@ -1,0 +1,46 @@
+"""Named presets: the Hydra configs shipped in ``rlplace.conf`` (``conf/<group>/<name>.yaml``),
+instantiated from Python without running a Hydra app."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rlplace.errors import ConfigError, RlplaceError
+
+
+def preset_names(group: str) -> list[str]:
+    folder = files("rlplace.conf").joinpath(group)
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_preset(group: str, name: str, seed: int = 0, **overrides):
+    """Instantiate ``conf/<group>/<name>.yaml`` with ``overrides`` merged in. ``seed`` fills
+    the ``${seed}`` interpolation that presets share with the apps' top-level config."""
+    path = files("rlplace.conf").joinpath(group, f"{name}.yaml")
+    if not path.is_file():
+        raise ConfigError(f"unknown {group} preset {name!r} (known: {', '.join(preset_names(group))})")
+    node = OmegaConf.merge(OmegaConf.load(str(path)), overrides)
+    return instantiate_node(OmegaConf.create({"seed": seed, group: node}), group)
+
+
+def instantiate_node(cfg: DictConfig, key: str):
+    """``hydra.utils.instantiate(cfg[key])``; failures become errors that name ``key``."""
+    try:
+        return instantiate(cfg[key])
+    except InstantiationException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, RlplaceError):
+            raise cause from None
+        raise ConfigError(f"{key}: {_first_line(cause if cause is not None else exc)}") from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{key}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """OmegaConf appends ``full_key``/``object_type`` lines; the first line says it all."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
