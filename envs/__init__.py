@@ -1,1 +1,17 @@
-"""rlplace.envs: Gymnasium environments for placement (the environment issue)."""
+"""Gymnasium environments for placement. Importing this package registers
+``rlplace/Placement-v0``::
+
+    import gymnasium, rlplace.envs
+    env = gymnasium.make("rlplace/Placement-v0", graph="layered", cluster="baechi_2080")
+"""
+
+import gymnasium
+
+from rlplace.envs.placement import Accounting, PlacementEnv
+from rlplace.envs.pyg import observation_to_data
+from rlplace.envs.wrappers import DeviceMask, RelativeReward
+
+if "rlplace/Placement-v0" not in gymnasium.registry:
+    gymnasium.register(id="rlplace/Placement-v0", entry_point="rlplace.envs.placement:PlacementEnv")
+
+__all__ = ["Accounting", "DeviceMask", "PlacementEnv", "RelativeReward", "observation_to_data"]

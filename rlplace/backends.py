@@ -7,7 +7,7 @@ registers as ``tf``. ``make_backend(name, **options)`` builds one by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, ClassVar, Protocol, runtime_checkable
 
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
@@ -27,6 +27,7 @@ class SimBackend:
     colocation group (PlacementError). ``trace=True`` keeps the schedule in every result."""
 
     trace: bool = False
+    simulated: ClassVar[bool] = True  # accounting: time spent here is simulation, not measurement
 
     def evaluate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
         placement = placement if isinstance(placement, Placement) else Placement(placement)

@@ -103,6 +103,24 @@ class CoarseGraph:
         rank[np.argsort(first)] = np.arange(len(first))
         return cls(graph, rank[inverse.reshape(-1)])
 
+    def merged_with_colocation(self) -> CoarseGraph:
+        """This grouping with every colocation group whole: groups that hold ops of one
+        colocation group are merged (transitively)."""
+        parent = np.arange(self.num_groups)
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for ops in self.graph.colocation_groups.values():
+            groups = np.unique(self.group_of[ops])
+            for other in groups[1:]:
+                parent[find(int(other))] = find(int(groups[0]))
+        roots = np.array([find(j) for j in range(self.num_groups)], dtype=np.int64)
+        return CoarseGraph.from_labels(self.graph, roots[self.group_of])
+
     @classmethod
     def colocation(cls, graph: OpGraph) -> CoarseGraph:
         """One group per colocation group; every other op is a group of its own."""

@@ -174,6 +174,22 @@ class OpGraph:
                 groups.setdefault(g, []).append(i)
         return {g: np.array(ops, dtype=np.int64) for g, ops in groups.items()}
 
+    def subgraph(self, ops) -> OpGraph:
+        """The graph induced by ``ops`` (indices or a boolean mask): those ops and the edges
+        between them, in the same relative order."""
+        keep = np.zeros(self.num_ops, dtype=bool)
+        keep[np.asarray(ops)] = True
+        inside = keep[self.edge_src] & keep[self.edge_dst]
+        records = [self.op_record(i) for i in np.flatnonzero(keep)]
+        kept = {r["name"] for r in records}
+        for r in records:
+            if r.get("forward_op") not in kept:
+                r.pop("forward_op", None)
+        edges = [(self.names[s], self.names[d], int(b), int(p)) for s, d, b, p in
+                 zip(self.edge_src[inside], self.edge_dst[inside], self.edge_bytes[inside],
+                     self.edge_src_output[inside])]
+        return OpGraph.from_records(records, edges, name=f"{self.name}/sub")
+
     # ----------------------------------------------------------------------------- statistics
     @property
     def total_compute(self) -> float:

@@ -36,21 +36,21 @@ def format_table(records: Sequence[dict], cluster: Cluster) -> str:
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
-def plot_schedule(graph: OpGraph, cluster: Cluster, schedule: Schedule, path: str | Path,
-                  title: str = "") -> None:
-    """Gantt chart: one row of ops per device, and under it the transfers it receives."""
+def schedule_figure(graph: OpGraph, cluster: Cluster, schedule: Schedule | None, title: str = ""):
+    """Gantt chart: one row of ops per device, and under it the transfers it receives.
+    With no schedule, an empty chart (nothing evaluated yet)."""
     ndev = cluster.num_devices
     fig, ax = plt.subplots(figsize=(12, 1.0 + 0.9 * ndev))
     cmap = plt.get_cmap("tab20")
-    for d in range(ndev):
+    for d in range(ndev if schedule is not None else 0):
         ops = np.flatnonzero(schedule.op_device == d)
         bars = list(zip(schedule.op_start[ops] * 1e3, (schedule.op_end[ops] - schedule.op_start[ops]) * 1e3))
-        ax.broken_barh(bars, (2 * d + 0.05, 0.9), facecolors=[cmap(i % 20) for i in ops],
-                       linewidth=0)
+        ax.broken_barh(bars, (2 * d + 0.05, 0.9), facecolors=[cmap(i % 20) for i in ops], linewidth=0)
         xs = np.flatnonzero(schedule.transfer_dst_device == d)
         bars = list(zip(schedule.transfer_start[xs] * 1e3,
                         (schedule.transfer_end[xs] - schedule.transfer_start[xs]) * 1e3))
         ax.broken_barh(bars, (2 * d + 1.25, 0.5), facecolors="0.55", edgecolors="0.3", linewidth=0.3)
+    ax.set_ylim(0, 2 * ndev)
     ax.set_yticks([y + 0.5 for d in range(ndev) for y in (2 * d, 2 * d + 1)])
     ax.set_yticklabels([label for dev in cluster.devices for label in (f"{dev.name}", "  ← transfers in")])
     ax.invert_yaxis()
@@ -58,8 +58,23 @@ def plot_schedule(graph: OpGraph, cluster: Cluster, schedule: Schedule, path: st
     ax.set_title(title or f"Simulated schedule of {graph.name}")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+def plot_schedule(graph: OpGraph, cluster: Cluster, schedule: Schedule, path: str | Path,
+                  title: str = "") -> None:
+    """Write the Gantt chart of ``schedule_figure`` to ``path``."""
+    fig = schedule_figure(graph, cluster, schedule, title)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def figure_to_rgb(fig) -> np.ndarray:
+    """An (height, width, 3) uint8 image of a figure, which is then closed."""
+    fig.canvas.draw()
+    image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+    plt.close(fig)
+    return image
 
 
 def plot_memory(records: Sequence[dict], cluster: Cluster, path: str | Path, title: str = "") -> None:

@@ -1,0 +1,357 @@
+"""PlacementEnv: the placement problem as a Gymnasium environment.
+
+The agent places *units* — colocation units by default, or the groups of a given grouping
+(merged so that no colocation group is ever split) — on the devices of a cluster; the backend
+(the simulator, or real TensorFlow) runs the placement and the reward comes from its step time.
+
+Modes
+-----
+``one_shot`` (the papers' setting): one action gives a device to every unit,
+``MultiDiscrete([n_devices] * n_units)``; the episode is that one step.
+
+``sequential``: one unit per step, in ``order`` (``"topological"`` — units by their first op —
+or an explicit permutation of unit indices), ``Discrete(n_devices)``. The reward is 0 until the
+last step, which gets the reward of the whole placement; with ``shaping=True`` each step gets
+instead the change in reward of the simulated partial placement (the graph induced by the
+units placed so far), so the rewards of an episode add up to the final reward.
+
+Rewards
+-------
+``-sqrt(step_time)`` by default (both papers), or ``"linear"`` (``-step_time``) or ``"log"``
+(``-log(step_time)``). A placement that runs out of memory, or whose step time exceeds
+``step_time_limit`` (Mars §3.4 stops such runs), gets the penalty ``oom_penalty``:
+``"hierarchical_planner"`` (reward -10, HP §3), ``"mars"`` (a 100 s step time, Mars §3.4), or
+a number (the reward itself).
+
+Observation (``gymnasium.spaces.Dict``)
+---------------------------------------
+``op_type`` (type id of each unit's first op), ``features`` (per unit: compute time, memory,
+output bytes and op count, each over its largest value, then the unit's first op's output and
+input shape, 4 dims each, over the largest dimension of the graph: Mars §3.1), ``edge_index``
+and ``edge_features`` (unit edges and their bytes over the largest), ``placement`` (device of
+each unit, -1 while unplaced), ``current_unit`` (sequential mode: the unit to place now; the
+unit count when done), ``device_free_memory`` (1 - persistent bytes placed / memory) and
+``device_busy`` (compute placed / total compute). ``observation_to_data`` in
+``rlplace.envs.pyg`` turns one into a ``torch_geometric.data.Data``.
+
+Accounting: ``env.accounting`` holds the placements evaluated by the backend, the cache hits
+(an identical placement is never evaluated twice), the seconds spent simulating and measuring,
+and the best valid placement so far with its step time. ``info`` carries the number evaluated
+and the best step time; wall-clock times and cache hits stay on ``env.accounting``, because
+``info`` must be the same for the same seed and actions (Gymnasium's determinism contract).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from rlplace.backends import Backend, make_backend
+from rlplace.cluster import Cluster, load_preset
+from rlplace.coarsen import CoarseGraph
+from rlplace.errors import ConfigError, PlacementError
+from rlplace.graph import OpGraph
+from rlplace.placement import Placement
+from rlplace.sim import StepResult, simulate
+from rlplace.zoo import load_graph
+
+REWARDS = {"sqrt": lambda t: -math.sqrt(t), "linear": lambda t: -t, "log": lambda t: -math.log(t)}
+OOM_PENALTIES = {"hierarchical_planner": {"reward": -10.0}, "mars": {"step_time": 100.0}}
+SHAPE_DIMS = 4
+
+
+@dataclass
+class Accounting:
+    """What the papers report about a search: how much was evaluated, at what cost, and the best."""
+
+    evaluations: int = 0
+    cache_hits: int = 0
+    simulate_time: float = 0.0
+    measure_time: float = 0.0
+    best_step_time: float = math.inf
+    best_placement: Placement | None = None
+
+    def as_info(self) -> dict[str, Any]:
+        """The part that depends only on which distinct placements were evaluated."""
+        return {"evaluations": self.evaluations, "best_step_time": self.best_step_time}
+
+
+class PlacementEnv(gym.Env):
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(self, graph: OpGraph | str = "layered", cluster: Cluster | str = "baechi_2080",
+                 backend: Backend | str = "sim", *, mode: str = "one_shot",
+                 grouping: CoarseGraph | Sequence[int] | None = None,
+                 order: str | Sequence[int] = "topological", reward: str = "sqrt",
+                 oom_penalty: str | float = "hierarchical_planner", step_time_limit: float | None = None,
+                 shaping: bool = False, cache_size: int = 100_000, graph_options: dict | None = None,
+                 backend_options: dict | None = None, render_mode: str | None = None):
+        self.graph = load_graph(graph, **(graph_options or {})) if isinstance(graph, str) else graph
+        self.cluster = load_preset(cluster) if isinstance(cluster, str) else cluster
+        self.backend = make_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
+        if mode not in ("one_shot", "sequential"):
+            raise ConfigError(f"mode must be 'one_shot' or 'sequential', got {mode!r}")
+        if reward not in REWARDS:
+            raise ConfigError(f"reward must be one of {sorted(REWARDS)}, got {reward!r}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.mode, self.shaping, self.render_mode = mode, shaping, render_mode
+        self.step_time_limit = step_time_limit
+        self._reward_of_time = REWARDS[reward]
+        self._penalty = _penalty(oom_penalty, self._reward_of_time)
+
+        self.units = _units(self.graph, grouping)
+        self.num_units, self.num_devices = self.units.num_groups, self.cluster.num_devices
+        self.order = _order(order, self.num_units)
+        self._static = _static_observation(self.graph, self.cluster, self.units)
+        self._unit_persistent = np.bincount(self.units.group_of, weights=self.graph.persistent_bytes,
+                                            minlength=self.num_units)
+        self._unit_compute = np.bincount(self.units.group_of, weights=self.graph.compute_time,
+                                         minlength=self.num_units)
+
+        U, D, E = self.num_units, self.num_devices, self._static["edge_index"].shape[1]
+        num_types = int(self._static["op_type"].max(initial=0)) + 1
+        self.observation_space = spaces.Dict({
+            "op_type": spaces.Box(0, max(num_types - 1, 1), (U,), np.int64),
+            "features": spaces.Box(0.0, 1.0, self._static["features"].shape, np.float32),
+            "edge_index": spaces.Box(0, max(U - 1, 0), (2, E), np.int64),
+            "edge_features": spaces.Box(0.0, 1.0, (E, 1), np.float32),
+            "placement": spaces.Box(-1, D - 1, (U,), np.int64),
+            "current_unit": spaces.Box(0, U, (), np.int64),
+            "device_free_memory": spaces.Box(
+                np.float32(1.0 - self.graph.persistent_bytes.sum() / self.cluster.memory.min()), 1.0, (D,), np.float32),
+            "device_busy": spaces.Box(0.0, 1.0, (D,), np.float32),
+        })
+        self.action_space = spaces.MultiDiscrete([D] * U) if mode == "one_shot" else spaces.Discrete(D)
+
+        self.accounting = Accounting()
+        self._cache: OrderedDict[Placement, StepResult] = OrderedDict()
+        self._cache_size = cache_size
+        self._placement = np.full(U, -1, dtype=np.int64)
+        self._position = 0
+        self._done = True
+        self._partial_reward = 0.0
+        self._last: tuple[Placement, StepResult] | None = None
+
+    # ------------------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._placement[:] = -1
+        self._position = 0
+        self._done = False
+        self._partial_reward = 0.0
+        return self._observation(), self.accounting.as_info()
+
+    def step(self, action):
+        if self._done:
+            raise gym.error.ResetNeeded("the episode has ended: call reset() before step()")
+        if self.mode == "one_shot":
+            self._placement[:] = self._check_action(np.asarray(action), (self.num_units,))
+            self._position = self.num_units
+        else:
+            unit = self.order[self._position]
+            self._placement[unit] = self._check_action(np.asarray(action), ())
+            self._position += 1
+        self._done = self._position == self.num_units
+        info = self.accounting.as_info()
+        if self._done:
+            placement = self.units.expand(self._placement)
+            result = self.evaluate(placement)
+            final = self.reward_of(result)
+            reward = final - self._partial_reward if self.shaping else final
+            info = {**self._result_info(placement, result), **self.accounting.as_info()}
+        elif self.shaping:
+            partial = self._partial_placement_reward()
+            reward, self._partial_reward = partial - self._partial_reward, partial
+        else:
+            reward = 0.0
+        return self._observation(), float(reward), self._done, False, info
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self._render_text()
+        if self.render_mode == "rgb_array":
+            from rlplace.report import figure_to_rgb, schedule_figure
+
+            schedule, title = None, "no placement evaluated yet"
+            if self._last is not None:
+                placement, result = self._last
+                schedule = simulate(self.graph, self.cluster, placement, trace=True).schedule
+                title = f"{self.graph.name}: step time {result.step_time * 1e3:.3f} ms"
+            return figure_to_rgb(schedule_figure(self.graph, self.cluster, schedule, title))
+        return None
+
+    # ------------------------------------------------------------------------------ evaluation
+    def evaluate(self, placement: Placement) -> StepResult:
+        """The backend's result for an op placement; identical placements come from the cache."""
+        if placement in self._cache:
+            self._cache.move_to_end(placement)
+            self.accounting.cache_hits += 1
+            result = self._cache[placement]
+        else:
+            start = time.perf_counter()
+            result = self.backend.evaluate(self.graph, self.cluster, placement)
+            elapsed = time.perf_counter() - start
+            if getattr(self.backend, "simulated", False):
+                self.accounting.simulate_time += elapsed
+            else:
+                self.accounting.measure_time += elapsed
+            self.accounting.evaluations += 1
+            self._cache[placement] = result
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+            if self._valid(result) and result.step_time < self.accounting.best_step_time:
+                self.accounting.best_step_time = result.step_time
+                self.accounting.best_placement = placement
+        self._last = (placement, result)
+        return result
+
+    def reward_of(self, result: StepResult) -> float:
+        """The reward for a backend result: the penalty if invalid, else f(step time)."""
+        return self.reward_of_step_time(result.step_time) if self._valid(result) else self._penalty
+
+    def reward_of_step_time(self, step_time: float) -> float:
+        return self._reward_of_time(step_time)
+
+    def _valid(self, result: StepResult) -> bool:
+        return not result.oom and (self.step_time_limit is None or result.step_time <= self.step_time_limit)
+
+    def _result_info(self, placement: Placement, result: StepResult) -> dict[str, Any]:
+        return {"step_time": result.step_time, "oom": result.oom,
+                "slow": self.step_time_limit is not None and result.step_time > self.step_time_limit,
+                "peak_memory": result.peak_memory.copy(), "placement": placement.device_of.copy()}
+
+    def _partial_placement_reward(self) -> float:
+        placed = np.flatnonzero(self._placement[self.units.group_of] >= 0)
+        sub = self.graph.subgraph(placed)
+        result = simulate(sub, self.cluster, self._placement[self.units.group_of[placed]])
+        return self.reward_of(result) if result.step_time > 0 else 0.0
+
+    # ------------------------------------------------------------------------------ helpers
+    def _check_action(self, action: np.ndarray, shape: tuple) -> np.ndarray:
+        if action.shape != shape:
+            what = f"one device per unit ({self.num_units})" if shape else "a single device index"
+            raise PlacementError(f"action has shape {action.shape}; the {self.mode} mode takes {what}")
+        if action.size and not np.issubdtype(action.dtype, np.integer):
+            raise PlacementError(f"actions are device indices (integers), got dtype {action.dtype}")
+        if np.any((action < 0) | (action >= self.num_devices)):
+            raise PlacementError(f"action has a device index out of range 0..{self.num_devices - 1}: "
+                                 f"{action[(action < 0) | (action >= self.num_devices)].ravel()[0]}")
+        return action.astype(np.int64)
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        placed = self._placement >= 0
+        persistent = np.bincount(self._placement[placed], weights=self._unit_persistent[placed],
+                                 minlength=self.num_devices)
+        busy = np.bincount(self._placement[placed], weights=self._unit_compute[placed],
+                           minlength=self.num_devices)
+        total = max(self.graph.total_compute, 1e-30)
+        current = self.order[self._position] if self._position < self.num_units else self.num_units
+        return {**{key: value.copy() for key, value in self._static.items()}, "placement": self._placement.copy(),
+                "current_unit": np.array(current, dtype=np.int64),
+                "device_free_memory": (1.0 - persistent / self.cluster.memory).astype(np.float32),
+                "device_busy": (busy / total).astype(np.float32)}
+
+    def _render_text(self) -> str:
+        placed = self._placement >= 0
+        ops = self._placement[self.units.group_of]
+        lines = [f"{self.graph.name} on {self.cluster.name or 'cluster'}: "
+                 f"{int(placed.sum())}/{self.num_units} units placed"]
+        lines.append(f"{'device':<20} {'units':>6} {'ops':>7} {'compute (ms)':>13} {'persistent (GiB)':>17}")
+        for d, dev in enumerate(self.cluster.devices):
+            on = ops == d
+            lines.append(f"{dev.name:<20} {int(np.sum(self._placement == d)):>6} {int(on.sum()):>7} "
+                         f"{self.graph.compute_time[on].sum() * 1e3:>13.3f} "
+                         f"{self.graph.persistent_bytes[on].sum() / 2**30:>17.3f}")
+        if self._last is not None:
+            result = self._last[1]
+            lines.append(f"last step time {result.step_time * 1e3:.3f} ms" + (" (OOM)" if result.oom else ""))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- set-up
+def _units(graph: OpGraph, grouping) -> CoarseGraph:
+    if grouping is None:
+        return CoarseGraph.colocation(graph)
+    units = grouping if isinstance(grouping, CoarseGraph) else CoarseGraph.from_labels(graph, grouping)
+    if units.graph is not graph:
+        raise ConfigError("the grouping was made for another graph")
+    return units.merged_with_colocation()
+
+
+def _order(order, num_units: int) -> np.ndarray:
+    if isinstance(order, str):
+        if order != "topological":
+            raise ConfigError(f"order must be 'topological' or a permutation of the units, got {order!r}")
+        return np.arange(num_units)
+    perm = np.asarray(order, dtype=np.int64)
+    if perm.shape != (num_units,) or not np.array_equal(np.sort(perm), np.arange(num_units)):
+        raise ConfigError(f"order must be a permutation of the {num_units} units")
+    return perm
+
+
+def _penalty(oom_penalty, reward_of_time) -> float:
+    if isinstance(oom_penalty, (int, float)):
+        return float(oom_penalty)
+    if oom_penalty not in OOM_PENALTIES:
+        raise ConfigError(f"oom_penalty must be a number or one of {sorted(OOM_PENALTIES)}, got {oom_penalty!r}")
+    spec = OOM_PENALTIES[oom_penalty]
+    return spec["reward"] if "reward" in spec else reward_of_time(spec["step_time"])
+
+
+def _over_max(values: np.ndarray) -> np.ndarray:
+    top = values.max(initial=0.0)
+    return (values / top if top > 0 else np.zeros_like(values, dtype=float)).astype(np.float32)
+
+
+def _static_observation(graph: OpGraph, cluster: Cluster, units: CoarseGraph) -> dict[str, np.ndarray]:
+    """The parts of the observation that do not change: unit features and unit edges."""
+    U = units.num_groups
+    first = np.full(U, graph.num_ops, dtype=np.int64)
+    np.minimum.at(first, units.group_of, np.arange(graph.num_ops))
+    types = sorted({t or "" for t in graph.op_type})
+    type_id = {t: k for k, t in enumerate(types)}
+    op_type = np.array([type_id[graph.op_type[i] or ""] for i in first], dtype=np.int64)
+
+    def per_unit(values) -> np.ndarray:
+        return np.bincount(units.group_of, weights=values, minlength=U)
+
+    memory = graph.persistent_bytes + graph.temporary_bytes + graph.output_total
+    largest_dim = max((d for shapes_i in graph.output_shapes for shape in (shapes_i or []) for d in (shape or [])),
+                      default=0)
+    shapes = np.zeros((graph.num_ops, 2 * SHAPE_DIMS))
+    for i in first:
+        out = (graph.output_shapes[i] or [None])[0] or []
+        shapes[i, :min(len(out), SHAPE_DIMS)] = out[:SHAPE_DIMS]
+        k = graph.in_ptr[i]
+        if k < graph.in_ptr[i + 1]:
+            e = graph.in_edges[k]
+            src, port = graph.edge_src[e], graph.edge_src_output[e]
+            src_shapes = graph.output_shapes[src]
+            inp = (src_shapes[port] if src_shapes and port >= 0 else None) or []
+            shapes[i, SHAPE_DIMS:SHAPE_DIMS + min(len(inp), SHAPE_DIMS)] = inp[:SHAPE_DIMS]
+    features = np.column_stack([
+        _over_max(per_unit(graph.compute_time)),
+        np.minimum(per_unit(memory) / cluster.memory.max(), 1.0).astype(np.float32),
+        _over_max(per_unit(graph.output_total)),
+        _over_max(np.bincount(units.group_of, minlength=U).astype(float)),
+        shapes[first] / max(largest_dim, 1),
+    ]).astype(np.float32)
+
+    src, dst = units.group_of[graph.edge_src], units.group_of[graph.edge_dst]
+    crossing = src != dst
+    pairs, inverse = np.unique(np.stack([src[crossing], dst[crossing]]), axis=1, return_inverse=True)
+    edge_bytes = np.zeros(pairs.shape[1])
+    np.add.at(edge_bytes, inverse.reshape(-1), graph.edge_bytes[crossing])
+    static = {"op_type": op_type, "features": features, "edge_index": pairs.astype(np.int64),
+              "edge_features": _over_max(edge_bytes).reshape(-1, 1)}
+    for value in static.values():
+        value.flags.writeable = False
+    return static
