@@ -1,5 +1,5 @@
 """Classic baselines. Each keeps colocation groups whole: it places colocation units (a group,
-or a lone op), in topological order of their first op."""
+or a lone op), or, for heft, pins a group to the device of its first placed op."""
 
 from __future__ import annotations
 
