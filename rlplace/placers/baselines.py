@@ -1,11 +1,13 @@
 """Classic baselines. Each keeps colocation groups whole: it places colocation units (a group,
-or a lone op), in topological order of their first op."""
+or a lone op), or, for heft, pins a group to the device of its first placed op."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
+import pymetis
 
 from rlplace.cluster import Cluster
 from rlplace.coarsen import CoarseGraph
@@ -50,3 +52,263 @@ class RandomPlacer:
         units = CoarseGraph.colocation(graph)
         rng = np.random.default_rng(self.seed)
         return units.expand(rng.integers(0, cluster.num_devices, units.num_groups))
+
+
+# ------------------------------------------------------------------------------------ expert
+@register("expert")
+@dataclass
+class ExpertPlacer:
+    """The expert placement of the papers, from the ops' ``layer`` tags: GNMT/NMT/RNNLM one LSTM
+    layer per device with the embedding on the first layer's device and attention and softmax on
+    the last's (Hierarchical Planner §3; Baechi §5.3), Inception-V3/ResNet on one device.
+
+    Rule: the L distinct integer layer tags, in increasing order, are split into contiguous
+    blocks over the n devices (tag of rank r goes to device ``floor(r * n / L)``). The model
+    builders tag the embedding with the first layer's tag and attention/softmax with the last's,
+    so this one rule covers the papers' placements. Untagged ops (and ops with a non-integer
+    tag) take the device of their first (lowest-index) predecessor that is tagged or has itself
+    inherited a tagged device, in topological order; ops with no such predecessor go on device
+    0, so a graph without tags lies entirely on device 0. Colocation groups follow their first op."""
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        n = cluster.num_devices
+        tags = [t if isinstance(t, int) else None for t in graph.layer]
+        distinct = sorted({t for t in tags if t is not None})
+        rank = {t: r for r, t in enumerate(distinct)}
+        tag_device = np.array([rank[t] * n // len(distinct) if t is not None else -1 for t in tags],
+                              dtype=np.int64)
+        device = _inherit_device(tag_device, graph.in_ptr, graph.in_edges, graph.edge_src)
+        units = CoarseGraph.colocation(graph)
+        first = np.full(units.num_groups, graph.num_ops, dtype=np.int64)
+        np.minimum.at(first, units.group_of, np.arange(graph.num_ops))
+        return units.expand(device[first])
+
+
+@numba.njit(cache=True)
+def _inherit_device(tag_device, in_ptr, in_edges, edge_src):  # pragma: no cover - compiled
+    """tag_device where >= 0; else the device of the lowest-index predecessor that has one
+    (tagged or inherited); else 0 (and not passed on)."""
+    n = len(tag_device)
+    device = np.zeros(n, dtype=np.int64)
+    anchored = tag_device >= 0
+    for i in range(n):
+        if anchored[i]:
+            device[i] = tag_device[i]
+            continue
+        best = n
+        for k in range(in_ptr[i], in_ptr[i + 1]):
+            s = edge_src[in_edges[k]]
+            if anchored[s] and s < best:
+                best = s
+        if best < n:
+            device[i] = device[best]
+            anchored[i] = True
+    return device
+
+
+# ------------------------------------------------------------------------------------- metis
+BALANCE = ("compute", "memory")
+_METIS_SCALE = 2 ** 30  # integer weights are scaled so that they sum to about this
+
+
+@register("metis")
+@dataclass
+class MetisPlacer:
+    """k-way min-cut partition by METIS (pymetis), k = number of devices: the MinCut/Scotch
+    baseline of the Hierarchical Planner (Table 1) and the Metis baseline of Celeritas (Table 3).
+
+    One vertex per colocation unit, weighted by its compute time (``balance="compute"``) or its
+    memory (persistent + temporary + output bytes, ``balance="memory"``); one undirected edge per
+    pair of units that exchange data, weighted by the bytes between them (a tensor counts once
+    per reading unit, both directions and parallel tensors merged). Weights are scaled to
+    positive integers, so zero-cost ops and control edges weigh 1. METIS balances the parts to
+    its default tolerance (3 %) and minimizes the cut; with no more units than devices every
+    unit gets a device of its own. ``seed`` is METIS's random seed."""
+
+    seed: int = 0
+    balance: str = "compute"
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        if self.balance not in BALANCE:
+            raise ConfigError(f"metis: balance must be one of {BALANCE}, got {self.balance!r}")
+        units = CoarseGraph.colocation(graph)
+        k, n = units.num_groups, cluster.num_devices
+        if k <= n:
+            return units.expand(np.arange(k))
+        cost = graph.compute_time if self.balance == "compute" else (
+            graph.persistent_bytes + graph.temporary_bytes + graph.output_total).astype(np.float64)
+        vweights = np.zeros(k)
+        np.add.at(vweights, units.group_of, cost)
+        starts, adjacent, eweights = _unit_adjacency(graph, units.group_of, k)
+        part = pymetis.part_graph(
+            n, pymetis.CSRAdjacency(starts, adjacent), vweights=_positive_ints(vweights),
+            eweights=_positive_ints(eweights), options=pymetis.Options(seed=self.seed))
+        return units.expand(np.asarray(part.vertex_part, dtype=np.int64))
+
+
+def _unit_adjacency(graph: OpGraph, unit_of: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR of the undirected graph of units: (starts, adjacent, bytes). A tensor weighs its
+    bytes once per reading unit; parallel and opposite edges between two units are summed."""
+    src, dst = unit_of[graph.edge_src], unit_of[graph.edge_dst]
+    cross = src != dst
+    tensor, src, dst = graph.edge_tensor[cross], src[cross], dst[cross]
+    _, once = np.unique(tensor * k + dst, return_index=True)
+    a, b = src[once], dst[once]
+    nbytes = graph.tensor_bytes[tensor[once]].astype(np.float64)
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    pair, inverse = np.unique(lo * k + hi, return_inverse=True)
+    weight = np.bincount(inverse.reshape(-1), weights=nbytes, minlength=len(pair))
+    u, v = pair // k, pair % k
+    frm, to, w = np.concatenate([u, v]), np.concatenate([v, u]), np.concatenate([weight, weight])
+    order = np.lexsort((to, frm))
+    starts = np.searchsorted(frm[order], np.arange(k + 1))
+    return starts, to[order], w[order]
+
+
+def _positive_ints(x: np.ndarray) -> np.ndarray:
+    """Non-negative weights as integers >= 1 whose sum is about _METIS_SCALE."""
+    total = x.sum()
+    scale = _METIS_SCALE / total if total > 0 else 0.0
+    return np.maximum(1, np.round(x * scale)).astype(np.int64)
+
+
+# -------------------------------------------------------------------------------------- heft
+@dataclass(frozen=True)
+class HeftSchedule:
+    """HEFT's own schedule estimate (seconds): the order ops were placed in, and each op's
+    device, start and finish. Only the placement leaves the placer; the simulator judges it."""
+
+    order: np.ndarray
+    device: np.ndarray
+    start: np.ndarray
+    finish: np.ndarray
+
+
+@register("heft")
+@dataclass
+class HeftPlacer:
+    """Heterogeneous Earliest Finish Time with insertion (Topcuoglu, Hariri & Wu, IEEE TPDS
+    13(3), 2002, §4.1), the classic list scheduler Celeritas §2 cites.
+
+    Upward rank (Eq. 8): ``rank(i) = w(i) + max over successors j of (c(i, j) + rank(j))``, with
+    ``w(i)`` the mean of ``compute_time / speed`` over the devices and ``c(i, j)`` the CommModel
+    time of the edge's bytes times (n - 1) / n, the fraction of device pairs that are distinct.
+    Ops are taken in decreasing rank (ties to the lower index, which keeps a topological order)
+    and each goes on the device where it finishes earliest, starting in the first idle slot
+    long enough after its inputs are ready (insertion policy, Eq. 3-4). An input produced on
+    another device arrives one CommModel transfer time after its producer finishes; a tensor
+    sent to a device once serves every reader there. Transfers overlap freely (no link
+    contention) and memory is not considered, as in the original. Colocation: the first op of a
+    colocation group to be placed pins the group to its device, where its later ops go (Baechi
+    §3.1 co-adjust, without the memory check)."""
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        return Placement(self.schedule(graph, cluster).device)
+
+    def schedule(self, graph: OpGraph, cluster: Cluster) -> HeftSchedule:
+        n = cluster.num_devices
+        duration = graph.compute_time[:, None] / cluster.speeds[None, :]
+        mean_comm = cluster.comm.transfer_time(graph.edge_bytes) * ((n - 1) / n)
+        rank = _upward_rank(duration.mean(axis=1), graph.out_ptr, graph.edge_dst, mean_comm)
+        order = np.lexsort((np.arange(graph.num_ops), -rank))
+        units = CoarseGraph.colocation(graph)
+        device, start, finish = _heft(
+            order, duration, graph.in_ptr, graph.in_edges, graph.edge_src, graph.edge_tensor,
+            cluster.comm.transfer_time(graph.tensor_bytes), units.group_of, units.num_groups)
+        return HeftSchedule(order, device, start, finish)
+
+
+@numba.njit(cache=True)
+def _upward_rank(mean_duration, out_ptr, edge_dst, mean_comm):  # pragma: no cover - compiled
+    n = len(mean_duration)
+    rank = np.zeros(n)
+    for i in range(n - 1, -1, -1):
+        tail = 0.0
+        for e in range(out_ptr[i], out_ptr[i + 1]):
+            r = mean_comm[e] + rank[edge_dst[e]]
+            if r > tail:
+                tail = r
+        rank[i] = mean_duration[i] + tail
+    return rank
+
+
+@numba.njit(cache=True)
+def _heft(order, duration, in_ptr, in_edges, edge_src, edge_tensor, tensor_time,
+          unit_of, num_units):  # pragma: no cover - compiled
+    """Place ops in ``order``, each on the device of earliest finish with insertion. Busy time
+    per device is a sorted list of disjoint blocks; touching blocks are merged."""
+    n, p = duration.shape
+    device = np.full(n, -1, dtype=np.int64)
+    start = np.zeros(n)
+    finish = np.zeros(n)
+    pinned = np.full(num_units, -1, dtype=np.int64)
+    block_start = np.empty((p, n + 1))
+    block_end = np.empty((p, n + 1))
+    num_blocks = np.zeros(p, dtype=np.int64)
+    for i in order:
+        lo, hi = 0, p
+        if pinned[unit_of[i]] >= 0:
+            lo = pinned[unit_of[i]]
+            hi = lo + 1
+        best_d, best_start, best_finish, best_slot = -1, 0.0, np.inf, 0
+        for d in range(lo, hi):
+            ready = 0.0
+            for k in range(in_ptr[i], in_ptr[i + 1]):
+                e = in_edges[k]
+                s = edge_src[e]
+                arrive = finish[s] if device[s] == d else finish[s] + tensor_time[edge_tensor[e]]
+                if arrive > ready:
+                    ready = arrive
+            slot, t0 = _first_fit(block_start[d], block_end[d], num_blocks[d], ready, duration[i, d])
+            if t0 + duration[i, d] < best_finish:
+                best_d, best_start, best_finish, best_slot = d, t0, t0 + duration[i, d], slot
+        device[i], start[i], finish[i] = best_d, best_start, best_finish
+        pinned[unit_of[i]] = best_d
+        if best_finish > best_start:
+            num_blocks[best_d] = _occupy(block_start[best_d], block_end[best_d], num_blocks[best_d],
+                                         best_slot, best_start, best_finish)
+    return device, start, finish
+
+
+@numba.njit(cache=True)
+def _first_fit(bstart, bend, m, ready, length):  # pragma: no cover - compiled
+    """(k, t): the earliest start t >= ready of an idle interval of ``length`` before busy
+    block k (k = m: after the last block)."""
+    lo, hi = 0, m
+    while lo < hi:  # first block that ends after ready
+        mid = (lo + hi) // 2
+        if bend[mid] <= ready:
+            lo = mid + 1
+        else:
+            hi = mid
+    t = ready
+    for k in range(lo, m):
+        if bstart[k] >= t + length:
+            return k, t
+        if bend[k] > t:
+            t = bend[k]
+    return m, t
+
+
+@numba.njit(cache=True)
+def _occupy(bstart, bend, m, k, t0, t1):  # pragma: no cover - compiled
+    """Add busy [t0, t1) before block k (it fits there); merge with touching neighbours.
+    Returns the new number of blocks."""
+    joins_prev = k > 0 and bend[k - 1] == t0
+    joins_next = k < m and bstart[k] == t1
+    if joins_prev and joins_next:
+        bend[k - 1] = bend[k]
+        bstart[k:m - 1] = bstart[k + 1:m]
+        bend[k:m - 1] = bend[k + 1:m]
+        return m - 1
+    if joins_prev:
+        bend[k - 1] = t1
+        return m
+    if joins_next:
+        bstart[k] = t0
+        return m
+    bstart[k + 1:m + 1] = bstart[k:m].copy()
+    bend[k + 1:m + 1] = bend[k:m].copy()
+    bstart[k] = t0
+    bend[k] = t1
+    return m + 1
