@@ -1,0 +1,67 @@
+"""The contract between learned placement policies, the RL algorithms and the trainer.
+
+A *policy* is a ``torch.nn.Module`` built for one environment (one graph, one cluster). It
+proposes whole placements: one device per unit of the environment (``env.unwrapped.num_units``
+units, ``env.unwrapped.num_devices`` devices), i.e. one action of the ``one_shot`` mode. An
+*algorithm* (REINFORCE, PPO) turns a ``Batch`` of sampled placements and their rewards into
+gradient steps on the policy. The *trainer* samples from the policy, has the environment
+evaluate the placements (through the Gymnasium API), builds the Batch and calls the algorithm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass
+class Sample:
+    """k placements drawn from a policy.
+
+    ``actions[j, u]`` is the device of unit u in placement j. ``log_probs[j]`` is the log
+    probability of the whole placement j under the policy as sampled (the sum over all its
+    decisions, grouping decisions included), with its graph, so REINFORCE can differentiate it.
+    ``extras`` holds what ``log_prob`` needs to score the same placements again (for example the
+    Hierarchical Planner's sampled grouping), one leading dimension of size k per tensor."""
+
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    entropy: torch.Tensor
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
+        """Draw k placements (with gradients through ``log_probs`` and ``entropy``)."""
+
+    def log_prob(self, actions: torch.Tensor, extras: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log probability [k], entropy [k]) of given placements under the current weights:
+        PPO's re-evaluation and behaviour cloning use it."""
+
+    def greedy(self) -> torch.Tensor:
+        """The most likely placement, [num_units] device indices."""
+
+
+@dataclass
+class Batch:
+    """Sampled placements with what the environment said about them."""
+
+    sample: Sample
+    rewards: torch.Tensor      # [k] rewards from the environment (penalty when invalid)
+    step_times: torch.Tensor   # [k] seconds
+    valid: torch.Tensor        # [k] bool: neither out of memory nor over the time limit
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    def update(self, policy: Policy, batch: Batch) -> dict[str, float]:
+        """One update from samples to gradient step(s); returns statistics to log (loss,
+        entropy, baseline, ...)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume exactly (optimizer, baseline, counters)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
