@@ -5,14 +5,16 @@ Costs follow the paper: ``w_i`` is an op's ``compute_time`` (reference device) a
 cluster CommModel's transfer time of the edge's bytes. The placers work on the coarse graph that
 fusion builds (``CoarseGraph.quotient``), or on the op graph itself with ``fusion=False``.
 
-Memory, as Baechi's execution simulator estimates it (Baechi §4.2, which Celeritas §6.1 follows
-for colocation): walking the nodes in placement order, a device holds the persistent bytes of its
-nodes, each output until every reader of it has been placed, and each received copy likewise; a
-node fits on a device if that, plus its own temporary bytes, outputs nobody reads (for a fused
-node: every tensor that stays inside it) and the copies it would receive, stays within
-``memory_fraction`` of the device's memory. Colocation is co-adjusted (Baechi §3.1): the first
-node of a colocation group reserves the group's persistent bytes on its device and pins the rest
-of the group there.
+Memory is estimated dynamically, in the spirit of Baechi's execution simulator (Baechi §4.2):
+walking the nodes in placement order, a device holds the persistent bytes of its nodes, each
+output until every reader of it has been placed, and every copy it has received (to the end of
+the step: the simulator receives a copy as soon as its producer ends, often long before the
+reader runs, so freeing copies in placement order underestimates). A node fits on a device if
+that, plus its own temporary bytes, outputs nobody reads (for a fused node: every tensor that
+stays inside it) and the copies it would receive, stays within ``memory_fraction`` of the
+device's memory. Colocation is co-adjusted (Baechi §3.1, Celeritas §6.1): the first node of a
+colocation group reserves the group's persistent bytes and its members' run-time bytes on its
+device (released member by member as they are placed) and pins the rest of the group there.
 """
 
 from __future__ import annotations
@@ -536,7 +538,4 @@ def _place(order, adjust, w, speeds, cap, in_ptr, in_edges, edge_src, edge_tenso
             readers_left[tt] -= 1
             if readers_left[tt] == 0:
                 live[dev[tensor_src[tt]]] -= tensor_out_bytes[tt]
-                for d2 in range(ndev):
-                    if arrival[tt * ndev + d2] < np.inf:
-                        live[d2] -= recv_bytes[tt]
     return dev, fin
