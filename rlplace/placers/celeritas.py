@@ -198,14 +198,13 @@ class _CeleritasPlacer:
         """The device of every node of ``g`` and its finish time in the placer's own schedule;
         ``transient``: bytes a node needs only while it runs."""
         comm = cluster.comm
-        names = sorted(set(c for c in g.colocation_group if c is not None))
-        cid = {c: k for k, c in enumerate(names)}
-        coloc = np.array([cid[c] if c is not None else -1 for c in g.colocation_group], dtype=np.int64)
-        coloc_persistent = np.zeros(len(names), dtype=np.int64)
+        coloc = colocation_ids(g)
+        groups = len(g.colocation_groups)
+        coloc_persistent = np.zeros(groups, dtype=np.int64)
         np.add.at(coloc_persistent, coloc[coloc >= 0], g.persistent_bytes[coloc >= 0])
         recv_bytes = np.where(g.tensor_port >= 0, g.tensor_bytes, 0).astype(np.int64)
         run_bytes = np.asarray(transient, dtype=np.int64) + g.output_total - g.unread_output_bytes
-        coloc_reserve = np.zeros(len(names), dtype=np.int64)
+        coloc_reserve = np.zeros(groups, dtype=np.int64)
         np.add.at(coloc_reserve, coloc[coloc >= 0], run_bytes[coloc >= 0])
         return _place(cpd_topo(g, cluster), self.adjust, g.compute_time, cluster.speeds, cap,
                       g.in_ptr, g.in_edges, g.edge_src, g.edge_tensor, g.out_ptr, edge_comm_time(g, comm),
