@@ -1,0 +1,540 @@
+"""Celeritas: DFS-TOPO and CPD-TOPO orders, Optimal Operation Fusion, Order-Place and Adjusting
+Placement (Celeritas §4.2.2 and §5, Algorithms 1 and 2).
+
+Costs follow the paper: ``w_i`` is an op's ``compute_time`` (reference device) and ``c_ij`` the
+cluster CommModel's transfer time of the edge's bytes. The placers work on the coarse graph that
+fusion builds (``CoarseGraph.quotient``), or on the op graph itself with ``fusion=False``.
+
+Memory is estimated dynamically, in the spirit of Baechi's execution simulator (Baechi §4.2):
+walking the nodes in placement order, a device holds the persistent bytes of its nodes, each
+output until every reader of it has been placed, and every copy it has received (to the end of
+the step: the simulator receives a copy as soon as its producer ends, often long before the
+reader runs, so freeing copies in placement order underestimates). A node fits on a device if
+that, plus its own temporary bytes, outputs nobody reads (for a fused node: every tensor that
+stays inside it) and the copies it would receive, stays within ``memory_fraction`` of the
+device's memory. Colocation is co-adjusted (Baechi §3.1, Celeritas §6.1): the first node of a
+colocation group reserves the group's persistent bytes and its members' run-time bytes on its
+device (released member by member as they are placed) and pins the rest of the group there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numba
+import numpy as np
+
+from rlplace.cluster import Cluster, CommModel
+from rlplace.coarsen import CoarseGraph
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.placement import Placement
+from rlplace.placers import register
+
+
+# ------------------------------------------------------------------------------------ orders
+def edge_comm_time(graph: OpGraph, comm: CommModel) -> np.ndarray:
+    """``c_ij`` of every edge: its transfer time between two devices."""
+    return np.asarray(comm.transfer_time(graph.edge_bytes), dtype=np.float64).reshape(graph.num_edges)
+
+
+def levels(graph: OpGraph, comm: CommModel) -> tuple[np.ndarray, np.ndarray]:
+    """``tlevel`` and ``blevel`` of every op (Celeritas Eq. 2 and 3); ``cpath = tlevel + blevel``."""
+    return _levels(graph.in_ptr, graph.in_edges, graph.edge_src, graph.out_ptr, graph.edge_dst,
+                   graph.compute_time, edge_comm_time(graph, comm))
+
+
+def dfs_topo(graph: OpGraph) -> np.ndarray:
+    """DFS-TOPO (Celeritas §4.2.2): the op order in which a node whose last input was just
+    emitted goes to the head of the queue of ready nodes, so chains stay together. Ready nodes
+    and siblings are taken lowest index first."""
+    return _stack_order(graph, np.zeros(graph.num_ops))
+
+
+def cpd_topo(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """CPD-TOPO (Celeritas §5.1.3, Algorithm 1 lines 6-21): DFS-TOPO where the sources are queued
+    by decreasing ``cpath`` and the ready children of the node just emitted are pushed to the
+    head by increasing ``cpath``, so the child on the critical path comes next. Ties go to the
+    lower op index."""
+    tlevel, blevel = levels(graph, cluster.comm)
+    return _stack_order(graph, tlevel + blevel)
+
+
+def _stack_order(graph: OpGraph, cpath: np.ndarray) -> np.ndarray:
+    """The queue of Algorithm 1 is a stack: its head is the node pushed last. ``rank`` orders
+    nodes by (cpath, -index), so pushing by increasing rank leaves the largest on top."""
+    n = graph.num_ops
+    by_rank = np.lexsort((-np.arange(n), cpath))
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_rank] = np.arange(n)
+    edge_order = np.lexsort((rank[graph.edge_dst], graph.edge_src)).astype(np.int64)
+    indegree = np.diff(graph.in_ptr)
+    sources = by_rank[indegree[by_rank] == 0].astype(np.int64)
+    return _stack_topo(n, sources, edge_order, graph.out_ptr, graph.edge_dst, indegree)
+
+
+# ------------------------------------------------------------------------------------ fusion
+def op_memory(graph: OpGraph) -> np.ndarray:
+    """``Memory[v]`` of Eq. 6: persistent + temporary + output bytes (no reuse assumed)."""
+    return graph.persistent_bytes + graph.temporary_bytes + graph.output_total
+
+
+def optimal_breakpoints(graph: OpGraph, order: np.ndarray, edge_cost: np.ndarray, memory: np.ndarray,
+                        exploration_range: int, memory_cap: float,
+                        colocation: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """OPTIMAL_BP of Algorithm 1 (Kernighan's dynamic program, Eq. 4-6): cut the op sequence
+    ``order`` into runs of at most ``exploration_range`` ops whose ``memory`` sums to at most
+    ``memory_cap`` (a single op always forms a run), minimising the summed ``edge_cost`` of the
+    edges between runs. ``colocation`` (one id per op, -1 for none) adds a constraint the paper
+    does not have: a run holds ops of at most one colocation group. Returns the positions in
+    ``order`` where runs start (the breakpoints, 0 first) and the minimal cost ``S``."""
+    if exploration_range < 1:
+        raise ConfigError(f"celeritas: exploration_range must be >= 1, got {exploration_range}")
+    order = np.asarray(order, dtype=np.int64)
+    pos_of = np.empty(graph.num_ops, dtype=np.int64)
+    pos_of[order] = np.arange(graph.num_ops)
+    if colocation is None:
+        colocation = np.full(graph.num_ops, -1, dtype=np.int64)
+    starts, cost = _optimal_bp(order, pos_of, graph.out_ptr, graph.edge_dst,
+                               np.asarray(edge_cost, dtype=np.float64),
+                               np.asarray(memory, dtype=np.float64), int(exploration_range), float(memory_cap),
+                               np.asarray(colocation, dtype=np.int64)[order])
+    return starts, float(cost)
+
+
+def colocation_ids(graph: OpGraph) -> np.ndarray:
+    """One integer per op: its colocation group's rank among the group names, -1 for none."""
+    ids = np.full(graph.num_ops, -1, dtype=np.int64)
+    for k, name in enumerate(sorted(graph.colocation_groups)):
+        ids[graph.colocation_groups[name]] = k
+    return ids
+
+
+def optimal_fusion(graph: OpGraph, cluster: Cluster, exploration_range: int = 200,
+                   memory_cap: float | None = None) -> CoarseGraph:
+    """Optimal Operation Fusion (Celeritas Algorithm 1): the ops between adjacent breakpoints of
+    the CPD-TOPO order form one group. ``memory_cap`` (M, bytes) defaults to a quarter of the
+    smallest device's memory (§5.1.3). Every group is a run of consecutive ops of a topological
+    order, so every edge between groups goes from an earlier run to a later one and the coarse
+    graph is a DAG (Celeritas Lemma 2). A group holds ops of at most one colocation group, so
+    that pinning colocated groups to one device cannot chain the whole graph together."""
+    if memory_cap is None:
+        memory_cap = 0.25 * float(cluster.memory.min())
+    order = cpd_topo(graph, cluster)
+    starts, _ = optimal_breakpoints(graph, order, edge_comm_time(graph, cluster.comm), op_memory(graph),
+                                    exploration_range, memory_cap, colocation_ids(graph))
+    run = np.zeros(graph.num_ops, dtype=np.int64)
+    run[starts[1:]] = 1
+    labels = np.empty(graph.num_ops, dtype=np.int64)
+    labels[order] = np.cumsum(run)
+    return CoarseGraph.from_labels(graph, labels)
+
+
+@dataclass(frozen=True)
+class FusionStats:
+    """Node count and CCR (Celeritas Eq. 1) before and after fusion, as in Celeritas Table 2."""
+
+    nodes_before: int
+    ccr_before: float
+    nodes_after: int
+    ccr_after: float
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+def fusion_stats(graph: OpGraph, cluster: Cluster, exploration_range: int = 200,
+                 fusion_memory_fraction: float = 0.25) -> FusionStats:
+    """Celeritas Table 2 for ``graph``: fuse it as the ``celeritas`` placer does by default."""
+    coarse = optimal_fusion(graph, cluster, exploration_range,
+                            fusion_memory_fraction * float(cluster.memory.min())).quotient()
+    return FusionStats(graph.num_ops, graph.ccr(cluster.comm), coarse.num_ops, coarse.ccr(cluster.comm))
+
+
+# ------------------------------------------------------------------------------------ placers
+@dataclass
+class _CeleritasPlacer:
+    """Shared by Order-Place and Adjusting Placement: fuse (Algorithm 1), order the coarse graph
+    by CPD-TOPO, place node by node, expand to ops.
+
+    ``fusion``: fuse before placing. ``exploration_range``: R of Eq. 6. ``fusion_memory_fraction``:
+    M of Eq. 6 as a fraction of the smallest device's usable memory (the paper's 0.25).
+    ``memory_fraction``: the share of each device's memory the placer may fill."""
+
+    fusion: bool = True
+    exploration_range: int = 200
+    fusion_memory_fraction: float = 0.25
+    memory_fraction: float = 1.0
+
+    adjust: ClassVar[bool]
+    name: ClassVar[str]
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        if not 0 < self.memory_fraction <= 1:
+            raise ConfigError(f"{self.name}: memory_fraction must be in (0, 1], got {self.memory_fraction}")
+        if not self.fusion_memory_fraction > 0:
+            raise ConfigError(f"{self.name}: fusion_memory_fraction must be > 0, got {self.fusion_memory_fraction}")
+        if not isinstance(self.exploration_range, int) or self.exploration_range < 1:
+            raise ConfigError(f"{self.name}: exploration_range must be an integer >= 1, got {self.exploration_range!r}")
+        cap = np.floor(self.memory_fraction * cluster.memory).astype(np.int64)
+        if not self.fusion or graph.num_ops == 0:
+            device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes)
+            return Placement(device)
+        coarse = optimal_fusion(graph, cluster, self.exploration_range,
+                                self.fusion_memory_fraction * float(cap.min()))
+        q = coarse.quotient()
+        first = np.full(coarse.num_groups, graph.num_ops, dtype=np.int64)
+        np.minimum.at(first, coarse.group_of, np.arange(graph.num_ops))
+        node_of_group = np.array([q.index[graph.names[i]] for i in first], dtype=np.int64)
+        inside = np.zeros(q.num_ops, dtype=np.int64)
+        np.add.at(inside, node_of_group[coarse.group_of], graph.temporary_bytes + graph.output_total)
+        transient = inside - (q.output_total - q.unread_output_bytes)
+        device, _ = self._place_graph(q, cluster, cap, transient)
+        return coarse.expand(device[node_of_group])
+
+    def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray,
+                     transient: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The device of every node of ``g`` and its finish time in the placer's own schedule;
+        ``transient``: bytes a node needs only while it runs."""
+        comm = cluster.comm
+        coloc = colocation_ids(g)
+        groups = len(g.colocation_groups)
+        coloc_persistent = np.zeros(groups, dtype=np.int64)
+        np.add.at(coloc_persistent, coloc[coloc >= 0], g.persistent_bytes[coloc >= 0])
+        recv_bytes = np.where(g.tensor_port >= 0, g.tensor_bytes, 0).astype(np.int64)
+        run_bytes = np.asarray(transient, dtype=np.int64) + g.output_total - g.unread_output_bytes
+        coloc_reserve = np.zeros(groups, dtype=np.int64)
+        np.add.at(coloc_reserve, coloc[coloc >= 0], run_bytes[coloc >= 0])
+        return _place(cpd_topo(g, cluster), self.adjust, g.compute_time, cluster.speeds, cap,
+                      g.in_ptr, g.in_edges, g.edge_src, g.edge_tensor, g.out_ptr, edge_comm_time(g, comm),
+                      g.op_tensor_ptr, g.tensor_ptr, g.tensor_src,
+                      np.asarray(comm.transfer_time(g.tensor_bytes), dtype=np.float64).reshape(-1),
+                      g.tensor_output_bytes, recv_bytes, g.persistent_bytes,
+                      np.asarray(transient, dtype=np.int64), coloc, coloc_persistent, coloc_reserve,
+                      comm.mode == "sequential")
+
+
+@register("order_place")
+@dataclass
+class OrderPlacer(_CeleritasPlacer):
+    """Order-Place (Celeritas §5.2, §6.2.2): the coarse graph in CPD-TOPO order, each device
+    filled up to its memory before moving on to the next (after the last, back to the first that
+    has room); best effort (the least used device) when none has room."""
+
+    adjust: ClassVar[bool] = False
+    name: ClassVar[str] = "order_place"
+
+
+@register("celeritas")
+@dataclass
+class CeleritasPlacer(_CeleritasPlacer):
+    """Adjusting Placement (Celeritas §5.2, Algorithm 2, Eq. 7-9): each node of the coarse graph,
+    in CPD-TOPO order, stays on the device of the previous node unless another device would let
+    it start earlier by more than ``back_cost`` (its largest outgoing transfer time). Start times
+    come from insertion into the devices' idle slots; devices without room are skipped; when none
+    has room, the least used device is taken (best effort). Transfers are sent once per (tensor,
+    device); with a ``sequential`` CommModel they queue on the sender's send and the receiver's
+    receive channel, the paper's data-transmission tasks (§6.1)."""
+
+    adjust: ClassVar[bool] = True
+    name: ClassVar[str] = "celeritas"
+
+
+# ------------------------------------------------------------------------------------ kernels
+@numba.njit(cache=True)
+def _levels(in_ptr, in_edges, edge_src, out_ptr, edge_dst, w, c):  # pragma: no cover - compiled
+    n = len(w)
+    tlevel = np.zeros(n)
+    blevel = np.zeros(n)
+    for i in range(n):
+        for k in range(in_ptr[i], in_ptr[i + 1]):
+            e = in_edges[k]
+            p = edge_src[e]
+            tlevel[i] = max(tlevel[i], tlevel[p] + w[p] + c[e])
+    for i in range(n - 1, -1, -1):
+        tail = 0.0
+        for e in range(out_ptr[i], out_ptr[i + 1]):
+            tail = max(tail, blevel[edge_dst[e]] + c[e])
+        blevel[i] = tail + w[i]
+    return tlevel, blevel
+
+
+@numba.njit(cache=True)
+def _stack_topo(n, sources, edge_order, out_ptr, edge_dst, indegree):  # pragma: no cover - compiled
+    """``edge_order`` lists each op's out-edges (positions out_ptr[i]:out_ptr[i+1]) by
+    increasing rank of their destination; ``sources`` are by increasing rank."""
+    left = indegree.copy()
+    stack = np.empty(n, dtype=np.int64)
+    top = 0
+    for s in sources:
+        stack[top] = s
+        top += 1
+    order = np.empty(n, dtype=np.int64)
+    k = 0
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        order[k] = v
+        k += 1
+        for idx in range(out_ptr[v], out_ptr[v + 1]):
+            child = edge_dst[edge_order[idx]]
+            left[child] -= 1
+            if left[child] == 0:
+                stack[top] = child
+                top += 1
+    return order
+
+
+@numba.njit(cache=True)
+def _optimal_bp(order, pos_of, out_ptr, edge_dst, cost, memory, R, M, group):  # pragma: no cover - compiled
+    """S[j]: least cost of cutting positions 0..j-1 with a breakpoint at j (j = n: the end).
+    cost(i, j) = sum over positions k in [i, j) of the cost of k's edges to positions >= j.
+    ``group``: colocation id by position; a run may hold one id besides -1."""
+    n = len(order)
+    # Out-edges of the op at position k: dpos[ptr[k]:ptr[k+1]] ascending, suffix[]: cost from there on.
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for k in range(n):
+        v = order[k]
+        ptr[k + 1] = ptr[k] + out_ptr[v + 1] - out_ptr[v]
+    dpos = np.empty(ptr[n], dtype=np.int64)
+    suffix = np.zeros(ptr[n] + 1)
+    for k in range(n):
+        v = order[k]
+        lo, hi = ptr[k], ptr[k + 1]
+        d = np.empty(hi - lo, dtype=np.int64)
+        cc = np.empty(hi - lo)
+        for e in range(out_ptr[v], out_ptr[v + 1]):
+            d[e - out_ptr[v]] = pos_of[edge_dst[e]]
+            cc[e - out_ptr[v]] = cost[e]
+        perm = np.argsort(d)
+        acc = 0.0
+        for r in range(hi - lo - 1, -1, -1):
+            dpos[lo + r] = d[perm[r]]
+            acc += cc[perm[r]]
+            suffix[lo + r] = acc
+    prefix_mem = np.zeros(n + 1)
+    for k in range(n):
+        prefix_mem[k + 1] = prefix_mem[k] + memory[order[k]]
+
+    S = np.zeros(n + 1)
+    P = np.zeros(n + 1, dtype=np.int64)
+    for j in range(1, n + 1):
+        best = np.inf
+        arg = j - 1
+        acc = 0.0
+        seen = -1
+        for i in range(j - 1, max(0, j - R) - 1, -1):
+            if i < j - 1 and prefix_mem[j] - prefix_mem[i] > M:
+                break
+            if group[i] >= 0:
+                if seen >= 0 and group[i] != seen:
+                    break
+                seen = group[i]
+            lo, hi = ptr[i], ptr[i + 1]
+            r = lo + np.searchsorted(dpos[lo:hi], j)
+            if r < hi:
+                acc += suffix[r]
+            total = S[i] + acc
+            if total <= best:  # ties: the longer run
+                best = total
+                arg = i
+        S[j] = best
+        P[j] = arg
+    count = 0
+    k = n
+    while k > 0:
+        k = P[k]
+        count += 1
+    starts = np.empty(count, dtype=np.int64)
+    k = n
+    while k > 0:
+        k = P[k]
+        count -= 1
+        starts[count] = k
+    return starts, S[n]
+
+
+# Busy intervals of a resource r (a device's compute, send channel or receive channel), sorted by
+# start: lo[r, :count[r]], hi[r, :count[r]]. Ops and transfers are inserted into idle slots.
+@numba.njit(cache=True)
+def _slot(lo, hi, count, r, ready, length):  # pragma: no cover - compiled
+    """Earliest start >= ``ready`` of an idle slot of ``length`` on resource ``r``."""
+    k = np.searchsorted(hi[r, :count[r]], ready, side="right")
+    s = ready
+    while k < count[r]:
+        if s + length <= lo[r, k]:
+            return s
+        s = max(s, hi[r, k])
+        k += 1
+    return s
+
+
+@numba.njit(cache=True)
+def _insert(lo, hi, count, r, start, length):  # pragma: no cover - compiled
+    """Book [start, start + length) on resource ``r`` (an idle slot found by ``_slot``)."""
+    c = count[r]
+    k = np.searchsorted(lo[r, :c], start, side="right")
+    lo[r, k + 1:c + 1] = lo[r, k:c].copy()
+    hi[r, k + 1:c + 1] = hi[r, k:c].copy()
+    lo[r, k] = start
+    hi[r, k] = start + length
+    count[r] = c + 1
+    return k
+
+
+@numba.njit(cache=True)
+def _remove(lo, hi, count, r, k):  # pragma: no cover - compiled
+    c = count[r]
+    lo[r, k:c - 1] = lo[r, k + 1:c].copy()
+    hi[r, k:c - 1] = hi[r, k + 1:c].copy()
+    count[r] = c - 1
+
+
+@numba.njit(cache=True)
+def _ready_time(v, d, dev, fin, arrival, in_ptr, in_edges, edge_src, edge_tensor, xfer_time,
+                lo, hi, count, sequential, commit):  # pragma: no cover - compiled
+    """pre_t of Eq. 7: when every input of ``v`` is on device ``d``. A tensor already sent to
+    ``d`` is not sent again. With ``sequential`` a transfer is a task (Celeritas §6.1) that needs
+    an idle slot on the sender's send channel and on ``d``'s receive channel at once. With
+    ``commit`` the transfers are booked, else their bookings are undone."""
+    ndev = len(lo) // 3
+    ready = 0.0
+    booked = np.empty((2 * (in_ptr[v + 1] - in_ptr[v]), 2), dtype=np.int64)  # (resource, index)
+    nbooked = 0
+    for k in range(in_ptr[v], in_ptr[v + 1]):
+        e = in_edges[k]
+        p = edge_src[e]
+        if dev[p] == d:
+            t = fin[p]
+        else:
+            x = edge_tensor[e] * ndev + d
+            t = arrival[x]
+            if t == np.inf:
+                length = xfer_time[edge_tensor[e]]
+                start = fin[p]
+                if sequential:
+                    send, recv = ndev + dev[p], 2 * ndev + d
+                    while True:
+                        s1 = _slot(lo, hi, count, send, start, length)
+                        start = _slot(lo, hi, count, recv, s1, length)
+                        if start == s1:
+                            break
+                    booked[nbooked, 0] = send
+                    booked[nbooked, 1] = _insert(lo, hi, count, send, start, length)
+                    booked[nbooked + 1, 0] = recv
+                    booked[nbooked + 1, 1] = _insert(lo, hi, count, recv, start, length)
+                    nbooked += 2
+                t = start + length
+                if commit:
+                    arrival[x] = t
+        ready = max(ready, t)
+    if not commit:
+        for b in range(nbooked - 1, -1, -1):  # newest first, so each recorded index still holds
+            _remove(lo, hi, count, booked[b, 0], booked[b, 1])
+    return ready
+
+
+@numba.njit(cache=True)
+def _place(order, adjust, w, speeds, cap, in_ptr, in_edges, edge_src, edge_tensor, out_ptr, edge_cost,
+           op_tensor_ptr, tensor_ptr, tensor_src, xfer_time, tensor_out_bytes, recv_bytes, persistent,
+           transient, coloc, coloc_persistent, coloc_reserve, sequential):  # pragma: no cover - compiled
+    """Algorithm 2 (``adjust``) or Order-Place over the nodes in ``order``; see the module
+    docstring for the memory estimate. ``coloc_reserve``: per colocation group, its members'
+    run-time bytes (transient and outputs), reserved from the placement of its first member until
+    each member is placed, so that the device chosen for the group can hold all of it."""
+    n = len(order)
+    ndev = len(speeds)
+    nt = len(tensor_src)
+    dev = np.full(n, -1, dtype=np.int64)
+    fin = np.zeros(n)
+    arrival = np.full(nt * ndev, np.inf)  # (tensor, device) -> when its copy arrives there
+    readers_left = np.empty(nt, dtype=np.int64)
+    for t in range(nt):
+        readers_left[t] = tensor_ptr[t + 1] - tensor_ptr[t]
+    coloc_dev = np.full(len(coloc_persistent), -1, dtype=np.int64)
+    live = np.zeros(ndev, dtype=np.int64)
+    size = max(n, len(edge_src)) + 1
+    lo = np.empty((3 * ndev, size))
+    hi = np.empty((3 * ndev, size))
+    count = np.zeros(3 * ndev, dtype=np.int64)
+    need = np.zeros(ndev, dtype=np.int64)
+    est = np.empty(ndev)
+    prev_dev = -1
+    current = 0  # Order-Place: the device being filled
+
+    for v in order:
+        c = coloc[v]
+        pinned = coloc_dev[c] if c >= 0 else -1
+        own = transient[v]
+        for tt in range(op_tensor_ptr[v], op_tensor_ptr[v + 1]):
+            own += tensor_out_bytes[tt]
+        reserve = 0  # change of the colocation reservation
+        if c < 0:
+            own += persistent[v]
+        elif pinned < 0:
+            reserve = coloc_reserve[c] - own
+            own += coloc_persistent[c]
+        else:
+            reserve = -own
+        for d in range(ndev):
+            need[d] = own
+            for k in range(in_ptr[v], in_ptr[v + 1]):
+                e = in_edges[k]
+                if dev[edge_src[e]] != d and arrival[edge_tensor[e] * ndev + d] == np.inf:
+                    need[d] += recv_bytes[edge_tensor[e]]
+
+        choice = -1
+        if pinned >= 0:
+            choice = pinned
+        elif adjust:
+            for d in range(ndev):
+                est[d] = np.inf
+                if live[d] + need[d] + reserve <= cap[d]:
+                    ready = _ready_time(v, d, dev, fin, arrival, in_ptr, in_edges, edge_src, edge_tensor,
+                                        xfer_time, lo, hi, count, sequential, False)
+                    est[d] = _slot(lo, hi, count, d, ready, w[v] / speeds[d])
+            best = 0
+            for d in range(1, ndev):
+                if est[d] < est[best]:
+                    best = d
+            dk = prev_dev if prev_dev >= 0 else best
+            back_cost = 0.0
+            for e in range(out_ptr[v], out_ptr[v + 1]):
+                back_cost = max(back_cost, edge_cost[e])
+            if est[dk] - est[best] > back_cost:  # Eq. 9 (inf - inf is nan: not taken)
+                choice = best
+            elif est[dk] < np.inf:
+                choice = dk
+        else:
+            for step in range(ndev):
+                d = (current + step) % ndev
+                if live[d] + need[d] + reserve <= cap[d]:
+                    choice = d
+                    current = d
+                    break
+        if choice < 0:  # no device has room: the least used one (best effort)
+            choice = 0
+            for d in range(1, ndev):
+                if live[d] * cap[choice] < live[choice] * cap[d]:
+                    choice = d
+
+        d = choice
+        ready = _ready_time(v, d, dev, fin, arrival, in_ptr, in_edges, edge_src, edge_tensor,
+                            xfer_time, lo, hi, count, sequential, True)
+        length = w[v] / speeds[d]
+        start = _slot(lo, hi, count, d, ready, length)
+        _insert(lo, hi, count, d, start, length)
+        fin[v] = start + length
+        dev[v] = d
+        prev_dev = d
+        if c >= 0 and pinned < 0:
+            coloc_dev[c] = d
+
+        live[d] += need[d] - transient[v] + reserve
+        for k in range(in_ptr[v], in_ptr[v + 1]):
+            tt = edge_tensor[in_edges[k]]
+            readers_left[tt] -= 1
+            if readers_left[tt] == 0:
+                live[dev[tensor_src[tt]]] -= tensor_out_bytes[tt]
+    return dev, fin
