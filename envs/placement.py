@@ -9,8 +9,9 @@ Modes
 ``one_shot`` (the papers' setting): one action gives a device to every unit,
 ``MultiDiscrete([n_devices] * n_units)``; the episode is that one step.
 
-``sequential``: one unit per step, in ``order`` (``"topological"`` — units by their first op —
-or an explicit permutation of unit indices), ``Discrete(n_devices)``. The reward is 0 until the
+``sequential``: one unit per step, in ``order`` (``"topological"`` — units by their first op —,
+``"cpd_topo"`` — Celeritas' critical-path DFS order — or an explicit permutation of unit
+indices), ``Discrete(n_devices)``. The reward is 0 until the
 last step, which gets the reward of the whole placement; with ``shaping=True`` each step gets
 instead the change in reward of the simulated partial placement (the graph induced by the
 units placed so far), so the rewards of an episode add up to the final reward.
@@ -59,6 +60,7 @@ from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
+from rlplace.placers.celeritas import cpd_topo
 from rlplace.sim import StepResult, simulate
 from rlplace.zoo import load_graph
 
@@ -109,7 +111,7 @@ class PlacementEnv(gym.Env):
 
         self.units = _units(self.graph, grouping)
         self.num_units, self.num_devices = self.units.num_groups, self.cluster.num_devices
-        self.order = _order(order, self.num_units)
+        self.order = _order(order, self.units, self.cluster)
         self._static = _static_observation(self.graph, self.cluster, self.units)
         self._unit_persistent = np.bincount(self.units.group_of, weights=self.graph.persistent_bytes,
                                             minlength=self.num_units)
@@ -286,11 +288,20 @@ def _units(graph: OpGraph, grouping) -> CoarseGraph:
     return units.merged_with_colocation()
 
 
-def _order(order, num_units: int) -> np.ndarray:
+def _order(order, units: CoarseGraph, cluster: Cluster) -> np.ndarray:
+    """Units in ``topological`` order (by first op), in ``cpd_topo`` order (Celeritas §5.1.3:
+    each unit at the CPD-TOPO position of its first op there), or a given permutation."""
+    num_units = units.num_groups
     if isinstance(order, str):
-        if order != "topological":
-            raise ConfigError(f"order must be 'topological' or a permutation of the units, got {order!r}")
-        return np.arange(num_units)
+        if order == "topological":
+            return np.arange(num_units)
+        if order == "cpd_topo":
+            position = np.empty(units.graph.num_ops, dtype=np.int64)
+            position[cpd_topo(units.graph, cluster)] = np.arange(units.graph.num_ops)
+            first = np.full(num_units, units.graph.num_ops, dtype=np.int64)
+            np.minimum.at(first, units.group_of, position)
+            return np.argsort(first, kind="stable")
+        raise ConfigError(f"order must be 'topological', 'cpd_topo' or a permutation of the units, got {order!r}")
     perm = np.asarray(order, dtype=np.int64)
     if perm.shape != (num_units,) or not np.array_equal(np.sort(perm), np.arange(num_units)):
         raise ConfigError(f"order must be a permutation of the {num_units} units")

@@ -136,6 +136,21 @@ def test_shaped_rewards_add_up_to_the_final_reward_in_a_given_order():
     assert total == pytest.approx(final)
 
 
+def test_cpd_topo_order_places_every_unit_once():
+    g = layered(90, seed=10)
+    env = make(graph=g, mode="sequential", order="cpd_topo")
+    order = env.unwrapped.order
+    assert sorted(order.tolist()) == list(range(env.unwrapped.num_units))
+    obs, _ = env.reset()
+    seen, terminated = [], False
+    while not terminated:
+        seen.append(int(obs["current_unit"]))
+        obs, _, terminated, _, _ = env.step(0)
+    assert seen == order.tolist()
+    with pytest.raises(ConfigError, match="order must be"):
+        make(graph=g, mode="sequential", order="bfs")
+
+
 def test_same_seed_same_observations_and_rewards():
     def rollout(seed):
         env = make(graph=layered(80, seed=5), mode="sequential")
