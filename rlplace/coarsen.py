@@ -52,6 +52,14 @@ class CoarseGraph:
                                  f"got shape {group_device.shape}")
         return Placement(group_device[self.group_of])
 
+    def expand_quotient(self, quotient: OpGraph, quotient_devices) -> Placement:
+        """The op placement from one device per op of ``quotient`` (this grouping's
+        ``quotient()``, whose ops are in topological order, not in group order)."""
+        first = np.full(self.num_groups, self.graph.num_ops, dtype=np.int64)
+        np.minimum.at(first, self.group_of, np.arange(self.graph.num_ops))
+        position = np.array([quotient.index[self.graph.names[f]] for f in first.tolist()], dtype=np.int64)
+        return self.expand(np.asarray(quotient_devices)[position])
+
     def quotient(self) -> OpGraph:
         """The graph of the groups, as an OpGraph a placer can work on: one op per group (named
         after its first op) and one edge per (tensor, reading group) crossing groups.

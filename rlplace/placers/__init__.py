@@ -53,5 +53,6 @@ def make_placer(name: str, seed: int | None = None, **options) -> Placer:
 
 
 from rlplace.placers import baselines  # noqa: E402,F401  (registers the baselines)
+from rlplace.placers import baechi  # noqa: E402,F401  (registers m_topo, m_etf, m_sct)
 
 __all__ = ["Placer", "available_placers", "make_placer", "register"]
