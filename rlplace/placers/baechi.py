@@ -36,6 +36,9 @@ from rlplace.placers import register
 from rlplace.sim import _pop, _push, simulate
 
 
+LP_METHODS = ("highs-ipm", "highs-ds", "highs")
+
+
 @dataclass
 class _BaechiPlacer:
     """Options shared by the three placers (Baechi §3, Table 5's switches)."""
@@ -125,18 +128,22 @@ class MSCTPlacer(_BaechiPlacer):
     relaxation of Eq. 2, rounded at ``sct_threshold`` (§4.3). A full device is excluded."""
 
     sct_threshold: float = 0.1
+    lp_method: str = "highs-ipm"  # Baechi §4.2 uses an interior-point method; "highs-ds" is faster here
 
     def _place_work(self, work, cluster, caps, optimized):
         if not 0 < self.sct_threshold <= 1:
             raise ConfigError(f"m_sct: sct_threshold must be in (0, 1], got {self.sct_threshold!r}")
-        fav = favorite_children(work, cluster.comm, float(cluster.speeds.mean()), self.sct_threshold)
+        if self.lp_method not in LP_METHODS:
+            raise ConfigError(f"m_sct: lp_method must be one of {LP_METHODS}, got {self.lp_method!r}")
+        fav = favorite_children(work, cluster.comm, float(cluster.speeds.mean()), self.sct_threshold,
+                                self.lp_method)
         return _list_schedule(work, cluster, caps, self._groups(work, optimized), fav)
 
 
 def favorite_children(graph: OpGraph, comm: CommModel, speed: float = 1.0,
-                      threshold: float = 0.1) -> np.ndarray:
+                      threshold: float = 0.1, method: str = "highs-ipm") -> np.ndarray:
     """The favorite child of each op (-1: none) from the LP relaxation of SCT's ILP (Eq. 2),
-    solved with HiGHS' interior-point method.
+    solved with HiGHS (``method``: its interior-point method by default, as Baechi §4.2).
 
     Variables: x_e in [0, 1] per edge (0: the child is the favorite), start times s_i >= 0 and
     the makespan w. Minimize w subject to s_i + p_i + c_e x_e <= s_j for e = i -> j,
@@ -180,7 +187,7 @@ def favorite_children(graph: OpGraph, comm: CommModel, speed: float = 1.0,
     upper = np.full(m + n + 1, np.inf)
     upper[:m] = 1.0
     res = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=np.column_stack([np.zeros(m + n + 1), upper]),
-                  method="highs-ipm")
+                  method=method)
     if res.x is None:
         raise PlacementError(f"m_sct: the favorite-child LP of graph {graph.name!r} failed ({res.message})")
     has_parent = np.zeros(n, dtype=bool)
