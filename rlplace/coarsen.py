@@ -3,6 +3,11 @@
 Placing the groups places the ops: ``expand`` turns one device per group into a Placement.
 Colocation groups (ops TensorFlow requires on one device) are the first grouping; Baechi's
 co-placement and fusion and the Hierarchical Planner's learned groups build on the same type.
+
+Baechi's graph optimizer (§3.2-3.3) lives here too: ``coplacement_labels`` (which ops must share
+a device), ``fuse`` (contract edges inside those sets without making a cycle),
+``GraphOptimizer`` (both, as switches) and ``forward_part``/``follow_forward``
+(forward-operator-based placement).
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from rlplace.errors import PlacementError
 from rlplace.graph import OpGraph
@@ -19,10 +26,16 @@ from rlplace.placement import Placement
 @dataclass(frozen=True)
 class CoarseGraph:
     """``group_of[op]`` is the group of each op; groups are numbered 0..num_groups-1 in the
-    order of their first op (so in topological order of first appearance)."""
+    order of their first op (so in topological order of first appearance).
+
+    ``coplace`` (optional, one label per op, constant within a group) names the sets of ops
+    that must share a device although they are not one group (Baechi's co-placement and
+    colocation sets, which fusing whole would make cycles). Where it is given, the quotient's
+    colocation groups are exactly these sets."""
 
     graph: OpGraph
     group_of: np.ndarray
+    coplace: np.ndarray | None = None
 
     @property
     def num_groups(self) -> int:
@@ -38,6 +51,14 @@ class CoarseGraph:
             raise PlacementError(f"expected one device per group ({self.num_groups}), "
                                  f"got shape {group_device.shape}")
         return Placement(group_device[self.group_of])
+
+    def expand_quotient(self, quotient: OpGraph, quotient_devices) -> Placement:
+        """The op placement from one device per op of ``quotient`` (this grouping's
+        ``quotient()``, whose ops are in topological order, not in group order)."""
+        first = np.full(self.num_groups, self.graph.num_ops, dtype=np.int64)
+        np.minimum.at(first, self.group_of, np.arange(self.graph.num_ops))
+        position = np.array([quotient.index[self.graph.names[f]] for f in first.tolist()], dtype=np.int64)
+        return self.expand(np.asarray(quotient_devices)[position])
 
     def quotient(self) -> OpGraph:
         """The graph of the groups, as an OpGraph a placer can work on: one op per group (named
@@ -77,7 +98,8 @@ class CoarseGraph:
             key = (src, port, dst)
             edges[key] = max(edges.get(key, 0), int(g.edge_bytes[e]))
 
-        colocation = _merged_colocation(g, self.group_of, k)
+        colocation = (_merged_colocation(g, self.group_of, k) if self.coplace is None
+                      else _coplace_names(g, self.group_of, self.coplace, first))
         forward = _group_forward_op(g, self.group_of, k)
         names = [g.names[i] for i in first]
         ops = []
@@ -93,7 +115,7 @@ class CoarseGraph:
         return OpGraph.from_records(ops, edge_list, name=f"{g.name}/coarse")
 
     @classmethod
-    def from_labels(cls, graph: OpGraph, labels) -> CoarseGraph:
+    def from_labels(cls, graph: OpGraph, labels, coplace=None) -> CoarseGraph:
         """Group ops by any per-op label (equal labels, one group), renumbered by first op."""
         labels = np.asarray(labels)
         if labels.shape != (graph.num_ops,):
@@ -101,7 +123,7 @@ class CoarseGraph:
         _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
         rank = np.empty(len(first), dtype=np.int64)
         rank[np.argsort(first)] = np.arange(len(first))
-        return cls(graph, rank[inverse.reshape(-1)])
+        return cls(graph, rank[inverse.reshape(-1)], None if coplace is None else np.asarray(coplace))
 
     def merged_with_colocation(self) -> CoarseGraph:
         """This grouping with every colocation group whole: groups that hold ops of one
@@ -169,3 +191,185 @@ def _group_forward_op(graph: OpGraph, group_of: np.ndarray, k: int) -> np.ndarra
         forward[own] = fwd
     forward[ambiguous] = -1
     return forward
+
+
+def _coplace_names(graph: OpGraph, group_of: np.ndarray, coplace: np.ndarray,
+                   first: np.ndarray) -> list[str | None]:
+    """Colocation group name per coarse group from per-op co-placement labels: a set spanning
+    several coarse groups is named after its smallest TensorFlow colocation group, or
+    ``coplace:<its first op>``; a set inside one coarse group needs no name."""
+    _, label = np.unique(coplace, return_inverse=True)
+    label = label.reshape(-1)
+    group_label = label[first]
+    spans = np.bincount(group_label)  # coarse groups per set
+    set_first = np.full(len(spans), graph.num_ops, dtype=np.int64)
+    np.minimum.at(set_first, label, np.arange(graph.num_ops))
+    name = {int(s): f"coplace:{graph.names[set_first[s]]}" for s in np.flatnonzero(spans > 1)}
+    real: dict[int, str] = {}
+    for group, ops in graph.colocation_groups.items():
+        s = int(label[ops[0]])
+        if s in name:
+            real[s] = min(real.get(s, group), group)
+    name.update(real)
+    return [name.get(int(s)) for s in group_label]
+
+
+def _union_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Connected components of the pairs (a[k], b[k]) over n items, as labels."""
+    adj = sp.coo_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(n, n))
+    return connected_components(adj, directed=False)[1].astype(np.int64)
+
+
+def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: bool = True) -> np.ndarray:
+    """One label per op; ops with equal labels must share a device (Baechi §3.1-3.2).
+
+    ``colocation``: the ops of a TensorFlow colocation group. ``coplacement``: an op whose
+    output feeds one successor only joins it, and a backward op joins its forward op."""
+    n = graph.num_ops
+    a: list[np.ndarray] = [np.arange(n)]
+    b: list[np.ndarray] = [np.arange(n)]
+    if colocation:
+        for ops in graph.colocation_groups.values():
+            a.append(np.full(len(ops), ops[0]))
+            b.append(ops)
+    if coplacement:
+        src, dst = graph.edge_src, graph.edge_dst
+        lo = np.full(n, n, dtype=np.int64)
+        hi = np.full(n, -1, dtype=np.int64)
+        np.minimum.at(lo, src, dst)
+        np.maximum.at(hi, src, dst)
+        single = np.flatnonzero(lo == hi)  # every out-edge goes to one op
+        a.append(single)
+        b.append(lo[single])
+        backward = np.flatnonzero(graph.forward_op >= 0)
+        a.append(backward)
+        b.append(graph.forward_op[backward])
+    return _union_labels(n, np.concatenate(a), np.concatenate(b))
+
+
+def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False) -> CoarseGraph:
+    """Operator fusion (Baechi §3.3): contract edges src -> dst whose ends share a co-placement
+    label, as long as the graph of groups stays acyclic.
+
+    An edge is contracted when, in the current graph of groups, src has at most one successor
+    or dst at most one predecessor (Baechi's rule: a second path src -> dst, which contraction
+    would turn into a cycle, needs both degrees >= 2). With ``exact_check`` the remaining edges
+    are contracted too when a search finds no second path. Passes repeat until nothing fuses."""
+    n = graph.num_ops
+    pairs = np.unique(np.column_stack([graph.edge_src, graph.edge_dst]), axis=0)
+    succ: list[set[int]] = [set() for _ in range(n)]
+    pred: list[set[int]] = [set() for _ in range(n)]
+    for u, v in pairs.tolist():
+        succ[u].add(v)
+        pred[v].add(u)
+    inside = pairs[coplace[pairs[:, 0]] == coplace[pairs[:, 1]]].tolist()
+    root = list(range(n))
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    def other_path(u: int, v: int) -> bool:
+        stack = [x for x in succ[u] if x != v]
+        seen = set(stack)
+        while stack:
+            x = stack.pop()
+            if x == v:
+                return True
+            for y in succ[x]:
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        return False
+
+    def contract(u: int, v: int) -> None:
+        succ[u].discard(v)
+        pred[v].discard(u)
+        keep, gone = (u, v) if len(succ[u]) + len(pred[u]) >= len(succ[v]) + len(pred[v]) else (v, u)
+        root[gone] = keep
+        for x in succ[gone]:
+            pred[x].discard(gone)
+            pred[x].add(keep)
+            succ[keep].add(x)
+        for x in pred[gone]:
+            succ[x].discard(gone)
+            succ[x].add(keep)
+            pred[keep].add(x)
+        succ[gone] = set()
+        pred[gone] = set()
+
+    changed = True
+    while changed:
+        changed = False
+        for u0, v0 in inside:
+            u, v = find(u0), find(v0)
+            if u == v:
+                continue
+            if len(succ[u]) <= 1 or len(pred[v]) <= 1 or (exact_check and not other_path(u, v)):
+                contract(u, v)
+                changed = True
+    return CoarseGraph.from_labels(graph, [find(i) for i in range(n)], coplace=coplace)
+
+
+@dataclass(frozen=True)
+class GraphOptimizer:
+    """Baechi's graph optimizer (§3.1-3.3, §4.1), each step a switch.
+
+    ``colocation`` keeps TensorFlow colocation groups on one device, ``coplacement`` adds the
+    co-placement sets of §3.2, ``fusion`` contracts edges inside those sets (degree rule, or
+    the exact path check with ``fusion_exact_check``). The result's ``coplace`` labels become
+    the colocation groups of its quotient, which placers co-adjust (§3.1)."""
+
+    colocation: bool = True
+    coplacement: bool = True
+    fusion: bool = True
+    fusion_exact_check: bool = False
+
+    def optimize(self, graph: OpGraph) -> CoarseGraph:
+        labels = coplacement_labels(graph, self.colocation, self.coplacement)
+        if self.fusion:
+            return fuse(graph, labels, self.fusion_exact_check)
+        return CoarseGraph(graph, np.arange(graph.num_ops), labels)
+
+
+def forward_part(graph: OpGraph) -> tuple[OpGraph, np.ndarray]:
+    """The subgraph of forward ops (no ``forward_op``) and their indices in ``graph``, for
+    forward-operator-based placement (Baechi §3.3)."""
+    keep = np.flatnonzero(graph.forward_op < 0)
+    if len(keep) == graph.num_ops:
+        return graph, keep
+    ops = []
+    for i in keep.tolist():
+        rec = graph.op_record(i)
+        rec.pop("forward_op", None)
+        ops.append(rec)
+    inside = np.flatnonzero((graph.forward_op[graph.edge_src] < 0) & (graph.forward_op[graph.edge_dst] < 0))
+    names = graph.names
+    edges = [(names[s], names[d], b, p) for s, d, b, p in zip(
+        graph.edge_src[inside].tolist(), graph.edge_dst[inside].tolist(),
+        graph.edge_bytes[inside].tolist(), graph.edge_src_output[inside].tolist())]
+    return OpGraph.from_records(ops, edges, name=f"{graph.name}/forward"), keep
+
+
+def follow_forward(graph: OpGraph, forward_ops: np.ndarray, forward_devices: np.ndarray) -> np.ndarray:
+    """One device per op of ``graph`` from the devices of its forward ops: every backward op
+    follows its forward op (Baechi §3.2), then each colocation group follows its first forward
+    member (or its first member), so no group is split."""
+    device = np.full(graph.num_ops, -1, dtype=np.int64)
+    device[forward_ops] = forward_devices
+    todo = np.flatnonzero(device < 0)
+    while len(todo):  # backward ops of backward ops follow the chain to a forward op
+        device[todo] = device[graph.forward_op[todo]]
+        left = todo[device[todo] < 0]
+        if len(left) == len(todo):
+            device[left] = 0  # a forward_op cycle: no forward op to follow
+            break
+        todo = left
+    is_forward = np.zeros(graph.num_ops, dtype=bool)
+    is_forward[forward_ops] = True
+    for ops in graph.colocation_groups.values():
+        lead = ops[is_forward[ops]]
+        device[ops] = device[lead[0] if len(lead) else ops[0]]
+    return device

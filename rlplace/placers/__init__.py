@@ -53,6 +53,7 @@ def make_placer(name: str, seed: int | None = None, **options) -> Placer:
 
 
 from rlplace.placers import baselines  # noqa: E402,F401  (registers the baselines)
+from rlplace.placers import baechi  # noqa: E402,F401  (registers m_topo, m_etf, m_sct)
 from rlplace.placers import celeritas  # noqa: E402,F401  (registers order_place and celeritas)
 
 __all__ = ["Placer", "available_placers", "make_placer", "register"]

@@ -1,0 +1,186 @@
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import op, random_dags
+from hypothesis import given, strategies as st
+
+from rlplace.cluster import Cluster, CommModel, load_preset
+from rlplace.errors import ConfigError
+from rlplace.graph import CONTROL, OpGraph
+from rlplace.placers import make_placer
+from rlplace.placers.baechi import favorite_children
+from rlplace.sim import simulate
+from rlplace.zoo import chain, layered, linear_regression
+
+BAECHI = ["m_topo", "m_etf", "m_sct"]
+OFF = dict(coplacement=False, fusion=False, forward_only=False)
+SCHEDULERS = ["m_etf", "m_sct"]
+
+
+def _units(n_dev: int, memory: int, latency: float, mode: str = "parallel") -> Cluster:
+    return Cluster.homogeneous(n_dev, memory, CommModel(latency=latency, mode=mode))
+
+
+def test_fig1_sct_ooms_where_m_sct_succeeds():
+    """Baechi Fig. 1's property (the figure itself is not recoverable from the text): with
+    infinite memory SCT keeps the favorite-child chain on one device (makespan 6); with 4 memory
+    units per device that placement OOMs, while m-SCT excludes the full device and finishes in 7."""
+    unit = 1000
+    g = chain(6, compute_time=1.0, output_bytes=0, persistent_bytes=unit)
+    roomy, tight = _units(2, 100 * unit, 1.0), _units(2, 4 * unit, 1.0)
+    sct = make_placer("m_sct", **OFF).place(g, roomy)
+    assert simulate(g, roomy, sct).step_time == pytest.approx(6.0)
+    assert simulate(g, tight, sct).oom
+    m_sct = make_placer("m_sct", **OFF).place(g, tight)
+    r = simulate(g, tight, m_sct)
+    assert not r.oom and r.step_time == pytest.approx(7.0)
+
+
+def _fig6_graph() -> OpGraph:
+    g = linear_regression(compute_time=1.0)
+    keep = ["Grad", "Step", "UpdateStep"]
+    ops = [{k: v for k, v in g.op_record(g.index[n]).items() if k != "forward_op"} for n in keep]
+    return OpGraph.from_records(ops, [("Step", "UpdateStep", 8), ("Grad", "UpdateStep", 0, CONTROL)])
+
+
+def test_fig6_fusion_cuts_the_step_from_7_to_3_time_units():
+    g, c = _fig6_graph(), _units(2, 10**6, 5.0)
+    before = make_placer("m_etf", **OFF).place(g, c)
+    after = make_placer("m_etf", coplacement=False, fusion=True).place(g, c)
+    assert simulate(g, c, before).step_time == pytest.approx(7.0)
+    assert simulate(g, c, after).step_time == pytest.approx(3.0)
+
+
+def test_favorite_child_lp_picks_the_costlier_edge():
+    ops = [op("a", 1.0, out=[1, 20]), op("b", 1.0), op("c", 1.0)]  # LP optimum: x_ac = 1/21
+    g = OpGraph.from_records(ops, [("a", "b", 1, 0), ("a", "c", 20, 1)])
+    for method in ("highs-ipm", "highs-ds"):
+        fav = favorite_children(g, CommModel(seconds_per_byte=1.0), threshold=0.1, method=method)
+        assert fav[g.index["a"]] == g.index["c"] and fav[g.index["b"]] == -1
+    ops = [op("a"), op("b"), op("c")]
+    g = OpGraph.from_records(ops, [("a", "c", 1), ("b", "c", 1)])
+    fav = favorite_children(g, CommModel(latency=1.0))
+    assert (fav >= 0).sum() <= 1  # c is the favorite child of one parent at most
+
+
+def _with_colocation(g: OpGraph, labels) -> OpGraph:
+    ops = []
+    for i in range(g.num_ops):
+        rec = g.op_record(i)
+        if labels[i] >= 0:
+            rec["colocation_group"] = f"g{labels[i]}"
+        ops.append(rec)
+    return OpGraph.from_records(ops, [tuple(e) for e in g.edge_records()], name=g.name)
+
+
+@pytest.mark.parametrize("name", BAECHI)
+@given(g=random_dags(), seed=st.integers(0, 5), optimize=st.booleans(), mode=st.sampled_from(["parallel", "sequential"]),
+       memory=st.sampled_from([10, 60, 10**6]))
+def test_every_op_placed_once_colocation_kept_never_crashes(name, g, seed, optimize, mode, memory):
+    labels = np.random.default_rng(seed).integers(-3, 3, g.num_ops)
+    g = _with_colocation(g, labels)
+    c = _units(3, memory, 0.5, mode)
+    p = make_placer(name, **({} if optimize else OFF)).place(g, c)
+    assert len(p) == g.num_ops
+    p.validate(g, c)  # range, length, no split colocation group
+    simulate(g, c, p)
+
+
+@pytest.mark.parametrize("name", BAECHI)
+def test_deterministic(name):
+    g, c = layered(600, seed=4), load_preset("baechi_2080")
+    assert make_placer(name).place(g, c) == make_placer(name).place(g, c)
+    assert make_placer(name, **OFF).place(g, c) == make_placer(name, **OFF).place(g, c)
+
+
+@pytest.mark.parametrize("name", SCHEDULERS)
+def test_memory_respected_when_a_feasible_placement_exists(name):
+    # four chains of weights; one device holds one chain only
+    unit = 1000
+    ops, edges = [], []
+    for b in range(4):
+        for k in range(5):
+            ops.append(op(f"b{b}_{k}", 1.0, out=[unit], persistent=2 * unit))
+            if k:
+                edges.append((f"b{b}_{k - 1}", f"b{b}_{k}", unit))
+    g = OpGraph.from_records(ops, edges)
+    c = _units(4, 13 * unit, 0.1)
+    assert simulate(g, c, np.zeros(g.num_ops, dtype=np.int64)).oom
+    for opt in ({}, OFF):
+        assert not simulate(g, c, make_placer(name, **opt).place(g, c)).oom
+
+
+@pytest.mark.parametrize("name", SCHEDULERS)
+def test_beats_round_robin_and_random_when_computation_outweighs_communication(name):
+    g, c = layered(1000, seed=0), load_preset("baechi_2080")  # ~1 ms ops, ~0.3 ms transfers
+    others = [simulate(g, c, make_placer(b, seed=0).place(g, c)).step_time for b in ("round_robin", "random")]
+    for opt in ({}, OFF):
+        assert simulate(g, c, make_placer(name, **opt).place(g, c)).step_time < min(others)
+
+
+@pytest.mark.parametrize("name", SCHEDULERS)
+@pytest.mark.parametrize("fraction", [0.4, 0.3])
+def test_layered_dag_at_a_fraction_of_single_peak_memory(name, fraction):
+    g, c = layered(2000, seed=1), load_preset("baechi_2080")
+    single = simulate(g, c, np.zeros(g.num_ops, dtype=np.int64)).peak_memory[0]
+    tight = c.with_memory(int(single * fraction))
+    assert simulate(g, tight, np.zeros(g.num_ops, dtype=np.int64)).oom
+    for opt in ({}, OFF):
+        assert not simulate(g, tight, make_placer(name, **opt).place(g, tight)).oom
+
+
+def test_memory_too_tight_places_best_effort():
+    g = layered(300, seed=2)
+    c = load_preset("baechi_2080").with_memory(10**6)
+    for name in BAECHI:
+        p = make_placer(name).place(g, c).validate(g, c)
+        assert simulate(g, c, p).oom
+
+
+def test_forward_only_places_backward_ops_with_their_forward_op():
+    g, c = linear_regression(), _units(3, 10**9, 1e-4)
+    p = make_placer("m_etf", coplacement=False, fusion=False, forward_only=True).place(g, c).validate(g, c)
+    i = g.index
+    assert p[i["Grad"]] == p[i["MatMul"]] and p[i["ErrorGrad"]] == p[i["Loss"]]
+
+
+def test_bad_options():
+    g, c = chain(3), _units(2, 10**6, 0.0)
+    with pytest.raises(ConfigError, match="memory_fraction"):
+        make_placer("m_etf", memory_fraction=0).place(g, c)
+    with pytest.raises(ConfigError, match="sct_threshold"):
+        make_placer("m_sct", sct_threshold=2.0).place(g, c)
+    with pytest.raises(ConfigError, match="lp_method"):
+        make_placer("m_sct", lp_method="simplex").place(g, c)
+
+
+def test_gnmt_profile(baechi_profile):
+    from rlplace.zoo import load_baechi_profile
+
+    g, c = load_baechi_profile(baechi_profile), load_preset("baechi_2080")
+    single = simulate(g, c, np.zeros(g.num_ops, dtype=np.int64))
+    for name in BAECHI:
+        for opt in ({}, OFF):
+            r = simulate(g, c, make_placer(name, **opt).place(g, c).validate(g, c))
+            assert not r.oom and r.step_time <= 2.5 * single.step_time
+    # 40% of single's peak is below the largest op's own allocation: no placement can fit
+    biggest = int((g.temporary_bytes + g.output_total).max())
+    assert biggest > 0.4 * single.peak_memory[0]
+    tight = c.with_memory(int(0.8 * single.peak_memory[0]))
+    assert simulate(g, tight, np.zeros(g.num_ops, dtype=np.int64)).oom
+    for name in SCHEDULERS:
+        for opt in ({}, OFF):
+            assert not simulate(g, tight, make_placer(name, **opt).place(g, tight)).oom
+
+
+def test_sequential_communication_waits_in_the_queue():
+    # a fans out to b, c on other devices; with one send channel the second transfer waits
+    ops = [op("a", 1.0, out=[0]), op("b", 5.0), op("c", 5.0), op("d", 5.0)]
+    g = OpGraph.from_records(ops, [("a", "b", 0), ("a", "c", 0), ("a", "d", 0)])
+    par, seq = _units(3, 10**6, 1.0, "parallel"), _units(3, 10**6, 1.0, "sequential")
+    for c in (par, seq):
+        p = make_placer("m_etf", **OFF).place(g, c)
+        assert len(set(p.device_of.tolist())) == 3
+    assert simulate(g, seq, make_placer("m_etf", **OFF).place(g, seq)).step_time == pytest.approx(8.0)
+    assert simulate(g, par, make_placer("m_etf", **OFF).place(g, par)).step_time == pytest.approx(7.0)
