@@ -12,8 +12,10 @@ a device), ``fuse`` (contract edges inside those sets without making a cycle),
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
@@ -25,8 +27,9 @@ from rlplace.placement import Placement
 
 @dataclass(frozen=True)
 class CoarseGraph:
-    """``group_of[op]`` is the group of each op; groups are numbered 0..num_groups-1 in the
-    order of their first op (so in topological order of first appearance).
+    """``group_of[op]`` is the group of each op. ``from_labels`` numbers the groups in a
+    topological order of the graph of groups (ties: the earlier first op first), so op ``j`` of
+    ``quotient()`` is group ``j``; a grouping whose groups form a cycle is numbered by first op.
 
     ``coplace`` (optional, one label per op, constant within a group) names the sets of ops
     that must share a device although they are not one group (Baechi's co-placement and
@@ -52,14 +55,6 @@ class CoarseGraph:
                                  f"got shape {group_device.shape}")
         return Placement(group_device[self.group_of])
 
-    def expand_quotient(self, quotient: OpGraph, quotient_devices) -> Placement:
-        """The op placement from one device per op of ``quotient`` (this grouping's
-        ``quotient()``, whose ops are in topological order, not in group order)."""
-        first = np.full(self.num_groups, self.graph.num_ops, dtype=np.int64)
-        np.minimum.at(first, self.group_of, np.arange(self.graph.num_ops))
-        position = np.array([quotient.index[self.graph.names[f]] for f in first.tolist()], dtype=np.int64)
-        return self.expand(np.asarray(quotient_devices)[position])
-
     def quotient(self) -> OpGraph:
         """The graph of the groups, as an OpGraph a placer can work on: one op per group (named
         after its first op) and one edge per (tensor, reading group) crossing groups.
@@ -81,22 +76,23 @@ class CoarseGraph:
         temporary = np.zeros(k, dtype=np.int64)
         np.maximum.at(temporary, self.group_of, g.temporary_bytes)
 
-        crossing = self.group_of[g.edge_src] != self.group_of[g.edge_dst]
-        outputs: list[list[int]] = [[] for _ in range(k)]  # bytes of each tensor leaving a group
-        port_of: dict[int, int] = {}  # tensor -> output port of its group
-        edges: dict[tuple[int, int, int], int] = {}  # (src group, port, dst group) -> bytes
-        for e in np.flatnonzero(crossing):
-            t = int(g.edge_tensor[e])
-            src, dst = int(self.group_of[g.edge_src[e]]), int(self.group_of[g.edge_dst[e]])
-            if g.edge_src_output[e] < 0:
-                port = -1
-            elif t in port_of:
-                port = port_of[t]
-            else:
-                port = port_of[t] = len(outputs[src])
-                outputs[src].append(int(g.tensor_output_bytes[t]))
-            key = (src, port, dst)
-            edges[key] = max(edges.get(key, 0), int(g.edge_bytes[e]))
+        # one output port per tensor leaving a group, numbered by tensor within the group
+        crossing = np.flatnonzero(self.group_of[g.edge_src] != self.group_of[g.edge_dst])
+        src, dst = self.group_of[g.edge_src[crossing]], self.group_of[g.edge_dst[crossing]]
+        tensor = g.edge_tensor[crossing]
+        data = g.edge_src_output[crossing] >= 0
+        leaving = np.unique(tensor[data])
+        owner = self.group_of[g.tensor_src[leaving]]
+        by_owner = np.lexsort((leaving, owner))
+        leaving, owner = leaving[by_owner], owner[by_owner]
+        start = np.searchsorted(owner, np.arange(k))
+        port_of_tensor = np.full(len(g.tensor_src), -1, dtype=np.int64)
+        port_of_tensor[leaving] = np.arange(len(leaving)) - start[owner]
+        outputs = np.split(g.tensor_output_bytes[leaving], start[1:]) if k else []
+        port = np.where(data, port_of_tensor[tensor], -1)
+        keys, inverse = np.unique(np.stack([src, port, dst]), axis=1, return_inverse=True)
+        nbytes = np.zeros(keys.shape[1], dtype=np.int64)
+        np.maximum.at(nbytes, inverse.reshape(-1), g.edge_bytes[crossing])
 
         colocation = (_merged_colocation(g, self.group_of, k) if self.coplace is None
                       else _coplace_names(g, self.group_of, self.coplace, first))
@@ -106,12 +102,12 @@ class CoarseGraph:
         size = np.bincount(self.group_of, minlength=k)
         for j in range(k):
             rec = {"name": names[j], "compute_time": float(compute[j]), "persistent_bytes": int(persistent[j]),
-                   "temporary_bytes": int(temporary[j]), "output_bytes": outputs[j],
+                   "temporary_bytes": int(temporary[j]), "output_bytes": outputs[j].tolist(),
                    "colocation_group": colocation[j], "layer": g.layer[first[j]],
                    "op_type": g.op_type[first[j]] if size[j] == 1 else "Fused",
                    "forward_op": names[forward[j]] if forward[j] >= 0 else None}
             ops.append({key: v for key, v in rec.items() if v is not None})
-        edge_list = [(names[s], names[d], b, p) for (s, p, d), b in edges.items()]
+        edge_list = [(names[a], names[c], b, p) for (a, p, c), b in zip(keys.T.tolist(), nbytes.tolist())]
         return OpGraph.from_records(ops, edge_list, name=f"{g.name}/coarse")
 
     @classmethod
@@ -123,7 +119,13 @@ class CoarseGraph:
         _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
         rank = np.empty(len(first), dtype=np.int64)
         rank[np.argsort(first)] = np.arange(len(first))
-        return cls(graph, rank[inverse.reshape(-1)], None if coplace is None else np.asarray(coplace))
+        group_of = rank[inverse.reshape(-1)]
+        order = _topological_groups(len(first), group_of[graph.edge_src], group_of[graph.edge_dst])
+        if len(order) == len(first):  # acyclic: renumber in topological order
+            renumber = np.empty(len(first), dtype=np.int64)
+            renumber[order] = np.arange(len(first))
+            group_of = renumber[group_of]
+        return cls(graph, group_of, None if coplace is None else np.asarray(coplace))
 
     def merged_with_colocation(self) -> CoarseGraph:
         """This grouping with every colocation group whole: groups that hold ops of one
@@ -150,6 +152,36 @@ class CoarseGraph:
         for ops in graph.colocation_groups.values():
             labels[ops] = ops[0]
         return cls.from_labels(graph, labels)
+
+
+@numba.njit(cache=True)
+def _topological_groups(k, src, dst):  # pragma: no cover - compiled
+    """Kahn's algorithm on the graph of groups (edges src[e] -> dst[e] between different
+    groups), smallest ready group first. Returns fewer than k groups if there is a cycle."""
+    indegree = np.zeros(k, dtype=np.int64)
+    count = np.zeros(k + 1, dtype=np.int64)
+    for e in range(len(src)):
+        if src[e] != dst[e]:
+            indegree[dst[e]] += 1
+            count[src[e] + 1] += 1
+    ptr = np.cumsum(count)
+    succ = np.empty(ptr[k], dtype=np.int64)
+    fill = ptr[:k].copy()
+    for e in range(len(src)):
+        if src[e] != dst[e]:
+            succ[fill[src[e]]] = dst[e]
+            fill[src[e]] += 1
+    ready = [j for j in range(k) if indegree[j] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        j = heapq.heappop(ready)
+        order.append(j)
+        for q in range(ptr[j], ptr[j + 1]):
+            indegree[succ[q]] -= 1
+            if indegree[succ[q]] == 0:
+                heapq.heappush(ready, succ[q])
+    return np.array(order, dtype=np.int64)
 
 
 def _merged_colocation(graph: OpGraph, group_of: np.ndarray, k: int) -> list[str | None]:

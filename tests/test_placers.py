@@ -101,3 +101,23 @@ def test_quotient_refuses_a_grouping_that_makes_a_cycle():
         CoarseGraph.colocation(g).quotient()
     CoarseGraph.from_labels(g, [0 if n in ("Step", "UpdateStep") else i + 1
                                 for i, n in enumerate(g.names)]).quotient()
+
+
+def test_groups_are_numbered_so_that_quotient_op_j_is_group_j():
+    from conftest import op
+    from rlplace.graph import OpGraph
+
+    # group A = {n0, n2} comes first by first op, but n1 -> n2 makes B = {n1} precede it
+    g = OpGraph.from_records([op(f"n{i}") for i in range(4)], [("n1", "n2", 10)])
+    cg = CoarseGraph.from_labels(g, [7, 3, 7, 5])
+    assert cg.group_of.tolist() == [1, 0, 1, 2]
+    q = cg.quotient()
+    assert q.names == ["n1", "n0", "n3"] and q.edge_records() == [["n1", "n0", 10, 0]]
+    big = layered(300, seed=11)
+    blocks = CoarseGraph.from_labels(big, np.arange(big.num_ops) // 7)
+    first = np.full(blocks.num_groups, big.num_ops)
+    np.minimum.at(first, blocks.group_of, np.arange(big.num_ops))
+    assert blocks.quotient().names == [big.names[i] for i in first]
+    # a grouping with a cycle keeps first-op numbering (and its quotient is refused)
+    cyclic = CoarseGraph.from_labels(linear_regression(), CoarseGraph.colocation(linear_regression()).group_of)
+    assert cyclic.group_of.tolist() == CoarseGraph.colocation(linear_regression()).group_of.tolist()

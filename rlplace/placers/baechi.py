@@ -68,7 +68,7 @@ class _BaechiPlacer:
             device = follow_forward(work, keep, self._place_work(sub, cluster, caps, optimized))
         else:
             device = self._place_work(work, cluster, caps, optimized)
-        return coarse.expand_quotient(work, device) if coarse is not None else Placement(device)
+        return coarse.expand(device) if coarse is not None else Placement(device)
 
     def _groups(self, work: OpGraph, optimized: bool) -> dict[str, np.ndarray]:
         """The sets placed together: the quotient's colocation groups (which are the

@@ -183,15 +183,12 @@ class _CeleritasPlacer:
             return Placement(device)
         coarse = optimal_fusion(graph, cluster, self.exploration_range,
                                 self.fusion_memory_fraction * float(cap.min()))
-        q = coarse.quotient()
-        first = np.full(coarse.num_groups, graph.num_ops, dtype=np.int64)
-        np.minimum.at(first, coarse.group_of, np.arange(graph.num_ops))
-        node_of_group = np.array([q.index[graph.names[i]] for i in first], dtype=np.int64)
+        q = coarse.quotient()  # op j of q is group j
         inside = np.zeros(q.num_ops, dtype=np.int64)
-        np.add.at(inside, node_of_group[coarse.group_of], graph.temporary_bytes + graph.output_total)
+        np.add.at(inside, coarse.group_of, graph.temporary_bytes + graph.output_total)
         transient = inside - (q.output_total - q.unread_output_bytes)
         device, _ = self._place_graph(q, cluster, cap, transient)
-        return coarse.expand(device[node_of_group])
+        return coarse.expand(device)
 
     def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray,
                      transient: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
