@@ -182,9 +182,10 @@ def standard_evaluation(build: Callable[[int], TFModel], batch_sizes: list[int],
     records, edges = op_records(target_model)
     names = [r["name"] for r in records]
     for b, g in zip(batch_sizes, profiles):
-        if set(g.names) != set(names):
-            raise GraphError(f"standard evaluation: the graph at batch {b} has other ops than at "
-                             f"batch {target_batch}")
+        differ = sorted(set(g.names) ^ set(names))
+        if differ:
+            raise GraphError(f"standard evaluation: op {differ[0]!r} is in only one of the graphs at "
+                             f"batch {b} and {target_batch} (batch 1 can drop broadcast reductions)")
     rows = [[g.index[n] for n in names] for g in profiles]
 
     def regress(per_graph: Callable[[OpGraph, list[int]], np.ndarray]) -> np.ndarray:

@@ -266,8 +266,8 @@ def transformer(batch_size: int = 256, seq_length: int = 64, hidden: int = 1024,
         return b.finish(loss, lambda step: v1.train.AdamOptimizer(learning_rate, beta2=0.98, epsilon=1e-9))
 
 
-def _feed_forward(x: tf.Tensor, filter_size: int, activation=tf.nn.relu) -> tf.Tensor:
-    return dense(dense(x, filter_size, "ffn_1", activation), x.shape[-1], "ffn_2")
+def _feed_forward(x: tf.Tensor, filter_size: int) -> tf.Tensor:
+    return dense(dense(x, filter_size, "ffn_1", tf.nn.relu), x.shape[-1], "ffn_2")
 
 
 # ------------------------------------------------------------------------ BERT
