@@ -137,3 +137,11 @@ def test_forward_op_name():
 def test_bad_model_config_is_a_config_error(name, knobs, needle):
     with pytest.raises(ConfigError, match=needle):
         build_tf_model(name, **knobs)
+
+
+@pytest.mark.parametrize("name", [n for n in TF_MODELS if n not in SLOW])
+def test_ops_do_not_depend_on_the_batch_size(name):
+    """Standard Evaluation regresses per op over batch sizes: the ops must be the same."""
+    a = extract(build_tf_model(name, **{**TINY[name], "batch_size": 2}))
+    b = extract(build_tf_model(name, **{**TINY[name], "batch_size": 130}))  # tf.zeros switches at 1000
+    assert a.names == b.names and a.edge_records() != b.edge_records()

@@ -42,6 +42,12 @@ def pooled_logits(x: tf.Tensor, classes: int, name: str) -> tf.Tensor:
     return dense(tf.squeeze(x, [1, 2]), classes, name)
 
 
+def zeros_matrix(rows: int, cols: int) -> tf.Tensor:
+    """A ``Fill`` op at every size (``tf.zeros`` makes small ones constants, so the graph's ops
+    would depend on the batch size)."""
+    return tf.fill([rows, cols], 0.0)
+
+
 class LSTM:
     """One LSTM layer (gates i, j, f, o; forget bias 1), stepped by hand so that an unrolled
     sequence is plain graph ops (no while loop); its weights are shared by all steps."""
@@ -54,7 +60,7 @@ class LSTM:
         self.units = units
 
     def zero_state(self, batch: int) -> tuple[tf.Tensor, tf.Tensor]:
-        zeros = tf.zeros([batch, self.units])
+        zeros = zeros_matrix(batch, self.units)
         return zeros, zeros
 
     def __call__(self, x: tf.Tensor, state: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
@@ -96,8 +102,9 @@ def layer_norm(x: tf.Tensor, name: str) -> tf.Tensor:
 
 
 def gelu(x: tf.Tensor) -> tf.Tensor:
-    """The tanh approximation of BERT's reference code."""
-    return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    """The tanh approximation of BERT's reference code (``x * x * x``: the gradient of ``x ** 3``
+    would hold batch-size-dependent ``zeros_like`` ops)."""
+    return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
 
 
 def multi_head_attention(query: tf.Tensor, memory: tf.Tensor, batch: int, heads: int, name: str,

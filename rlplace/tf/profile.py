@@ -185,7 +185,8 @@ def standard_evaluation(build: Callable[[int], TFModel], batch_sizes: list[int],
         differ = sorted(set(g.names) ^ set(names))
         if differ:
             raise GraphError(f"standard evaluation: op {differ[0]!r} is in only one of the graphs at "
-                             f"batch {b} and {target_batch} (batch 1 can drop broadcast reductions)")
+                             f"batch {b} and {target_batch}: the graph's structure depends on the batch size (batch 1 "
+                             f"drops broadcast reductions)")
     rows = [[g.index[n] for n in names] for g in profiles]
 
     def regress(per_graph: Callable[[OpGraph, list[int]], np.ndarray]) -> np.ndarray:

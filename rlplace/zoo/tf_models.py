@@ -18,7 +18,7 @@ import tensorflow as tf
 from rlplace.errors import ConfigError
 from rlplace.tf.builder import ModelBuilder, TFModel
 from rlplace.tf.layers import (LSTM, BahdanauAttention, causal_bias, conv_bn_relu, pooled_logits,
-                               dense, gelu, layer_norm, multi_head_attention)
+                               dense, gelu, layer_norm, multi_head_attention, zeros_matrix)
 
 v1 = tf.compat.v1
 
@@ -194,7 +194,7 @@ def gnmt(batch_size: int = 128, seq_length: int = 40, hidden: int = 512, vocab_s
                     states.append(cells[k].zero_state(batch_size))
             with b.layer(last):
                 proj = v1.get_variable("output_projection", [hidden, vocab_size])
-                context = tf.zeros([batch_size, hidden])
+                context = zeros_matrix(batch_size, hidden)
             losses = []
             for t, x in enumerate(tgt_steps):
                 with v1.name_scope(f"step_{t}"):
