@@ -13,6 +13,7 @@ profile.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -35,6 +36,7 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
     if "batch_size" not in knobs:
         raise ConfigError(f"model.batch_size: missing for model {name!r}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # tf.compat.v1 deprecation notes
     model = build_tf_model(name, **knobs)
 
     from rlplace.tf.profile import profile, standard_evaluation
