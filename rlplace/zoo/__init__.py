@@ -1,11 +1,38 @@
-"""Benchmark graphs: synthetic generators and real profiles (TensorFlow model builders join
-here with the TensorFlow issue)."""
+"""Benchmark graphs: synthetic generators, real profiles and the TensorFlow model builders.
 
+The TensorFlow builders live in ``rlplace.zoo.tf_models``; ``build_tf_model`` imports it (and
+TensorFlow) only when called, so importing ``rlplace.zoo`` stays fast."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from rlplace.errors import ConfigError
 from rlplace.zoo.baechi import default_profile_path, load_baechi_profile
 from rlplace.zoo.synthetic import chain, fork_join, layered, linear_regression
 
-__all__ = ["chain", "default_profile_path", "fork_join", "layered", "linear_regression", "load_graph",
-           "load_baechi_profile"]
+TF_MODELS = ("bert", "gnmt", "inception_v3", "linear_regression", "tensor_holography", "transformer")
+
+__all__ = ["TF_MODELS", "build_tf_model", "chain", "default_profile_path", "fork_join", "layered",
+           "linear_regression", "load_baechi_profile", "load_graph"]
+
+
+def build_tf_model(name: str, **knobs: Any):
+    """Build the TensorFlow zoo model ``name`` (see ``rlplace.zoo.tf_models``) with the given
+    size knobs. An unknown name is a ConfigError before TensorFlow loads; an unknown knob, one
+    after (the builders' signatures list the knobs)."""
+    if name not in TF_MODELS:
+        raise ConfigError(f"model.name: unknown model {name!r} (known: {', '.join(TF_MODELS)})")
+    from rlplace.zoo import tf_models
+
+    builder = tf_models.MODELS[name]
+    params = inspect.signature(builder).parameters
+    for key in knobs:
+        if key not in params:
+            raise ConfigError(f"model.{key}: {name} has no knob {key!r} "
+                              f"(knobs: {', '.join(params)})")
+    return builder(**knobs)
 
 
 def load_graph(name: str, seed: int = 0, **overrides):
