@@ -66,8 +66,10 @@ class _BaechiPlacer:
                 and simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0] <= caps.min()):
             sub, keep = forward_part(work)
             device = follow_forward(work, keep, self._place_work(sub, cluster, caps, optimized))
+            self.nodes_placed = sub.num_ops
         else:
             device = self._place_work(work, cluster, caps, optimized)
+            self.nodes_placed = work.num_ops
         return coarse.expand(device) if coarse is not None else Placement(device)
 
     def _groups(self, work: OpGraph, optimized: bool) -> dict[str, np.ndarray]:

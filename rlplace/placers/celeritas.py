@@ -180,6 +180,7 @@ class _CeleritasPlacer:
         cap = np.floor(self.memory_fraction * cluster.memory).astype(np.int64)
         if not self.fusion or graph.num_ops == 0:
             device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes)
+            self.nodes_placed = graph.num_ops
             return Placement(device)
         coarse = optimal_fusion(graph, cluster, self.exploration_range,
                                 self.fusion_memory_fraction * float(cap.min()))
@@ -188,6 +189,7 @@ class _CeleritasPlacer:
         np.add.at(inside, coarse.group_of, graph.temporary_bytes + graph.output_total)
         transient = inside - (q.output_total - q.unread_output_bytes)
         device, _ = self._place_graph(q, cluster, cap, transient)
+        self.nodes_placed = q.num_ops
         return coarse.expand(device)
 
     def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray,
