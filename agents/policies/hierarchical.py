@@ -187,7 +187,7 @@ class HierarchicalPlanner(nn.Module):
         return torch.cat(parts, dim=1)
 
     def _unit_logits(self, noise: float, generator: torch.Generator | None) -> torch.Tensor:
-        logits = self.grouper(self.unit_embeddings())
+        logits = self.config.tanh_constant * torch.tanh(self.grouper(self.unit_embeddings()) / self.config.temperature)
         return logits + bounded_noise(logits.shape, noise, generator) if noise > 0 else logits
 
     def group_embeddings(self, grouping: torch.Tensor) -> torch.Tensor:
