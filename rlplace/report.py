@@ -96,3 +96,27 @@ def plot_memory(records: Sequence[dict], cluster: Cluster, path: str | Path, tit
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_training_curve(step_times: Sequence[float], valid: Sequence[bool], path: str | Path,
+                        title: str = "") -> None:
+    """Step time of every evaluated placement (dots; invalid ones at the top, crossed) and the
+    best valid step time so far (line), against the number of placements evaluated."""
+    times = np.asarray(step_times, dtype=float) * 1e3
+    ok = np.asarray(valid, dtype=bool)
+    x = np.arange(1, len(times) + 1)
+    best = np.minimum.accumulate(np.where(ok, times, np.inf)) if len(times) else times
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.scatter(x[ok], times[ok], s=6, alpha=0.4, label="sampled placement")
+    if (~ok).any():
+        top = times[ok].max() if ok.any() else times.max()
+        ax.scatter(x[~ok], np.full((~ok).sum(), top), s=12, marker="x", color="0.5", label="invalid (OOM or slow)")
+    ax.step(x[np.isfinite(best)], best[np.isfinite(best)], where="post", color="C3", label="best so far")
+    ax.set_xlabel("placements evaluated")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(title or "Training curve")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

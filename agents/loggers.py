@@ -1,0 +1,95 @@
+"""Where training metrics go: ``logger=csv`` (metrics.csv), ``tensorboard`` or ``wandb``
+(offline unless ``logger.options.mode=online``). Each has ``log(metrics, step)`` and
+``close()``; ``start_step`` > 0 means a resumed run, whose earlier rows are kept and whose rows
+after ``start_step`` (logged by the killed run after its last checkpoint) are dropped."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any, Protocol
+
+from rlplace.errors import ConfigError
+
+
+class Logger(Protocol):
+    def log(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class CsvLogger:
+    def __init__(self, out_dir: Path, start_step: int = 0, filename: str = "metrics.csv"):
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        self.path = Path(out_dir) / filename
+        rows = []
+        if start_step > 0 and self.path.is_file():
+            with self.path.open() as f:
+                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= start_step]
+        self.fields: list[str] | None = list(rows[0]) if rows else None
+        self._file = self.path.open("w", newline="")
+        self._writer = None
+        if rows:
+            self._writer = csv.DictWriter(self._file, self.fields)
+            self._writer.writeheader()
+            self._writer.writerows(rows)
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        row = {"step": step, **metrics}
+        if self._writer is None:
+            self.fields = list(row)
+            self._writer = csv.DictWriter(self._file, self.fields)
+            self._writer.writeheader()
+        self._writer.writerow({k: row.get(k, "") for k in self.fields})
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class TensorBoardLogger:
+    def __init__(self, out_dir: Path, start_step: int = 0, subdir: str = "tensorboard"):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise ConfigError("logger=tensorboard needs the tensorboard package (pip install tensorboard)") from None
+        self.writer = SummaryWriter(str(Path(out_dir) / subdir), purge_step=start_step or None)
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, step)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbLogger:
+    def __init__(self, out_dir: Path, start_step: int = 0, project: str = "rlplace", mode: str = "offline",
+                 config: dict[str, Any] | None = None, name: str | None = None):
+        import wandb
+
+        if mode not in ("offline", "online", "disabled"):
+            raise ConfigError(f"logger.options.mode must be offline, online or disabled, got {mode!r}")
+        run_id_file = Path(out_dir) / "wandb_run_id"
+        run_id = run_id_file.read_text().strip() if start_step > 0 and run_id_file.is_file() else wandb.util.generate_id()
+        run_id_file.write_text(run_id)
+        self.run = wandb.init(project=project, mode=mode, dir=str(out_dir), config=config, name=name,
+                              id=run_id, resume="allow")
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        self.run.log(metrics, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+LOGGERS = {"csv": CsvLogger, "tensorboard": TensorBoardLogger, "wandb": WandbLogger}
+
+
+def make_logger(name: str, out_dir: Path, start_step: int = 0, **options) -> Logger:
+    if name not in LOGGERS:
+        raise ConfigError(f"unknown logger {name!r} (known: {', '.join(sorted(LOGGERS))})")
+    try:
+        return LOGGERS[name](Path(out_dir), start_step, **options)
+    except TypeError as exc:
+        raise ConfigError(f"logger {name!r}: bad options {sorted(options)} ({exc})") from None

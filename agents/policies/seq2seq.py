@@ -1,0 +1,133 @@
+"""Reusable sequence-to-sequence pieces for placers: a bidirectional LSTM encoder and an LSTM
+decoder with content-based attention that emits one action (device) per step.
+
+The Hierarchical Planner (§2–3) and Mars' segment-level placer (§3.3) both read a sequence of
+embeddings (groups, or ops of a segment) and decode one device per element, feeding back a
+trainable embedding of the previous device. Nothing here knows about graphs or devices: the
+encoder maps ``[B, M, input]`` to a memory ``[B, M, hidden]`` and a state; the decoder maps a
+memory and a state to actions, their log probabilities and entropies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [B, hidden]
+
+
+class BiLSTMEncoder(nn.Module):
+    """A forward and a backward LSTM of ``hidden_size // 2`` units each, their outputs
+    concatenated (HP §3: "two layers of LSTM form a bi-LSTM", after Wu et al. 2016).
+
+    ``mask`` ([B, M] bool, True = real element) lets sequences of different lengths share a
+    batch: padded steps are skipped, their memory is zero, and the final state of each
+    direction is the one after its last real element."""
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        if hidden_size % 2:
+            raise ValueError(f"hidden_size must be even (two directions), got {hidden_size}")
+        self.hidden_size = hidden_size
+        self.lstm = nn.LSTM(input_size, hidden_size // 2, batch_first=True, bidirectional=True)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, State]:
+        if mask is None:
+            memory, (h, c) = self.lstm(x)
+        else:
+            lengths = mask.sum(1).cpu()
+            packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            memory, (h, c) = self.lstm(packed)
+            memory, _ = pad_packed_sequence(memory, batch_first=True, total_length=x.shape[1])
+        # h, c: [2 directions, B, hidden/2] -> [B, hidden]
+        return memory, (torch.cat([h[0], h[1]], dim=1), torch.cat([c[0], c[1]], dim=1))
+
+
+@dataclass
+class Decoded:
+    actions: torch.Tensor    # [B, S] long
+    log_probs: torch.Tensor  # [B, S] log probability of each action
+    entropy: torch.Tensor    # [B, S] entropy of each step's distribution
+    state: State             # decoder state after the last step (Mars carries it across segments)
+
+
+class AttentionDecoder(nn.Module):
+    """LSTM decoder with content-based attention over an encoder memory (Vinyals et al. 2015,
+    as HP §2 uses it): at step t the cell reads the embedding of the action taken at t-1 (a
+    trainable "go" vector at t = 0), scores every memory slot with ``v·tanh(W₁m + W₂h_t)``,
+    and computes logits from ``[h_t, context]``.
+
+    Logits are shaped as ``C·tanh(l/T)`` (HP Eq. 1, after Bello et al. 2016) when
+    ``tanh_constant`` C is set, else ``l/T``. ``noise`` > 0 adds Gaussian noise scaled to that
+    maximum amplitude to the (shaped) logits of sampled steps (HP §3's exploration noise)."""
+
+    def __init__(self, num_actions: int, hidden_size: int, memory_size: int, *,
+                 temperature: float = 1.0, tanh_constant: float | None = None):
+        super().__init__()
+        self.num_actions, self.hidden_size = num_actions, hidden_size
+        self.temperature, self.tanh_constant = temperature, tanh_constant
+        self.go = nn.Parameter(torch.zeros(hidden_size))
+        self.action_embedding = nn.Embedding(num_actions, hidden_size)
+        self.cell = nn.LSTMCell(hidden_size, hidden_size)
+        self.w_memory = nn.Linear(memory_size, hidden_size, bias=False)
+        self.w_query = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.v = nn.Linear(hidden_size, 1, bias=False)
+        self.out = nn.Linear(2 * hidden_size, num_actions)
+
+    def forward(self, memory: torch.Tensor, state: State, *, steps: int | None = None,
+                actions: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                action_mask: torch.Tensor | None = None, greedy: bool = False, noise: float = 0.0,
+                generator: torch.Generator | None = None) -> Decoded:
+        """Decode ``steps`` actions (default: one per memory slot). With ``actions`` ([B, S])
+        the decoder is teacher-forced and scores them; otherwise it samples (or takes the
+        argmax with ``greedy``). ``memory_mask`` [B, M] hides padded memory slots;
+        ``action_mask`` ([S, A] or [B, S, A], True = allowed) forbids actions per step."""
+        B, M, _ = memory.shape
+        S = actions.shape[1] if actions is not None else (steps if steps is not None else M)
+        keys = self.w_memory(memory)  # [B, M, H]
+        h, c = state
+        previous = self.go.expand(B, -1)
+        chosen, log_probs, entropies = [], [], []
+        for t in range(S):
+            h, c = self.cell(previous, (h, c))
+            scores = self.v(torch.tanh(keys + self.w_query(h).unsqueeze(1))).squeeze(2)  # [B, M]
+            if memory_mask is not None:
+                scores = scores.masked_fill(~memory_mask, float("-inf"))
+            context = torch.bmm(torch.softmax(scores, dim=1).unsqueeze(1), keys).squeeze(1)
+            logits = self.out(torch.cat([h, context], dim=1)) / self.temperature
+            if self.tanh_constant is not None:
+                logits = self.tanh_constant * torch.tanh(logits)
+            if noise > 0 and actions is None and not greedy:
+                logits = logits + bounded_noise(logits.shape, noise, generator)
+            if action_mask is not None:
+                allowed = action_mask[t] if action_mask.dim() == 2 else action_mask[:, t]
+                logits = logits.masked_fill(~allowed, float("-inf"))
+            log_p = torch.log_softmax(logits, dim=1)
+            if actions is not None:
+                a = actions[:, t]
+            elif greedy:
+                a = log_p.argmax(dim=1)
+            else:
+                a = torch.multinomial(log_p.exp(), 1, generator=generator).squeeze(1)
+            chosen.append(a)
+            log_probs.append(log_p.gather(1, a.unsqueeze(1)).squeeze(1))
+            entropies.append(categorical_entropy(log_p))
+            previous = self.action_embedding(a)
+        return Decoded(torch.stack(chosen, 1), torch.stack(log_probs, 1), torch.stack(entropies, 1), (h, c))
+
+
+def categorical_entropy(log_p: torch.Tensor) -> torch.Tensor:
+    """Entropy of categorical distributions given as log probabilities over the last axis
+    (masked actions, log p = -inf, contribute 0)."""
+    p = log_p.exp()
+    return -(p * log_p.masked_fill(p == 0, 0.0)).sum(-1)
+
+
+def bounded_noise(shape, amplitude: float, generator: torch.Generator | None) -> torch.Tensor:
+    """Normal noise rescaled so that its largest magnitude is ``amplitude`` (HP §3: "sampled
+    from the normal distribution and modulated to have a max amplitude of 0.1")."""
+    noise = torch.randn(shape, generator=generator)
+    return amplitude * noise / noise.abs().max().clamp_min(1e-12)

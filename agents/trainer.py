@@ -1,0 +1,268 @@
+"""The trainer: sample placements from a policy, have the environment evaluate them through the
+Gymnasium API, and let the algorithm update the policy, until a budget of evaluated placements
+or wall time is spent.
+
+    policy = make_policy("hierarchical", problem)           # one graph, one cluster
+    algorithm = make_algorithm("reinforce", policy)
+    result = train(graph, cluster, backend, TrainConfig(), out_dir)
+
+Evaluation goes through a ``gymnasium.vector.SyncVectorEnv`` of k one-shot environments
+(same-step autoreset), or the single environment when k = 1, so a parallel vector environment
+can replace it. Every ``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` holds all
+that the run depends on (policy, optimizer and algorithm state, the sampling generator, torch's
+and numpy's global RNG states, the counters, the best placement and the curve): ``resume=True``
+continues from it exactly as if the run had not stopped. At the end: ``best_placement.json``
+(evaluated once more by the backend), ``results.json`` and ``training_curve.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
+from rlplace.agents.algos import make_algorithm
+from rlplace.agents.base import Batch
+from rlplace.agents.loggers import Logger
+from rlplace.agents.policies import make_policy
+from rlplace.agents.warmstart import (WarmStartConfig, behaviour_clone, heuristic_actions,
+                                      seed_with_first_sample)
+from rlplace.backends import Backend
+from rlplace.cluster import Cluster
+from rlplace.envs import PlacementEnv
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.report import plot_training_curve
+
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass
+class TrainConfig:
+    agent: str = "hierarchical"
+    policy: dict[str, Any] = field(default_factory=dict)          # the agent's policy options
+    algorithm: str = "reinforce"
+    algorithm_options: dict[str, Any] = field(default_factory=dict)
+    samples: int = 4                    # k placements per update (HP §3: m = 1 grouping, k = 4)
+    env: dict[str, Any] = field(default_factory=dict)             # PlacementEnv options (reward, oom_penalty, ...)
+    budget_placements: int | None = 2000
+    budget_seconds: float | None = None
+    checkpoint_every: int = 50          # updates
+    resume: bool = False
+    stop_after_updates: int | None = None   # stop (as if killed) after this many updates of this run
+    init_checkpoint: str | None = None  # fine-tuning: start from another run's policy weights
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    seed: int = 0
+    progress: bool = True
+    plots: bool = True
+
+    def __post_init__(self):
+        if self.budget_placements is None and self.budget_seconds is None:
+            raise ConfigError("set a budget: budget.placements and/or budget.seconds")
+        if self.samples < 1 or self.checkpoint_every < 1:
+            raise ConfigError("samples and checkpoint_every must be >= 1")
+
+
+@dataclass
+class Progress:
+    """What the loop has done; saved in every checkpoint."""
+
+    updates: int = 0
+    evaluated: int = 0                  # placements evaluated (samples, warm-start placement included)
+    elapsed: float = 0.0                # seconds of training, summed over resumed runs
+    best_step_time: float = math.inf
+    best_actions: list[int] | None = None
+    step_times: list[float] = field(default_factory=list)   # every evaluated placement, in order
+    valid: list[bool] = field(default_factory=list)
+    warm_start: dict[str, float] = field(default_factory=dict)
+
+    def record(self, actions: np.ndarray, step_time: float, valid: bool) -> None:
+        self.evaluated += 1
+        self.step_times.append(float(step_time))
+        self.valid.append(bool(valid))
+        if valid and step_time < self.best_step_time:
+            self.best_step_time, self.best_actions = float(step_time), [int(a) for a in actions]
+
+
+class Evaluator:
+    """k environments behind the Gymnasium API: ``evaluate(actions [k, U])`` -> rewards,
+    step times and validity of the k placements."""
+
+    def __init__(self, make_env, k: int, seed: int):
+        self.k = k
+        if k == 1:
+            self.env = make_env()
+        else:
+            self.env = gym.vector.SyncVectorEnv([make_env] * k, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.env.reset(seed=seed)
+
+    def evaluate(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.k == 1:
+            _, reward, _, _, info = self.env.step(actions[0])
+            self.env.reset()
+            rewards = np.array([reward])
+            info = {key: np.array([info[key]]) for key in ("step_time", "oom", "slow")}
+        else:
+            _, rewards, _, _, infos = self.env.step(actions)
+            info = infos["final_info"]  # every episode ends in one step (one_shot mode)
+        return rewards, info["step_time"], ~(info["oom"] | info["slow"])
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfig, out_dir: str | Path,
+          logger: Logger | None = None) -> dict[str, Any]:
+    """Train ``config.agent`` on (graph, cluster); returns the summary written to results.json
+    (or, when ``stop_after_updates`` stopped the run, the summary so far with ``stopped``)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env_options = {"mode": "one_shot", **config.env}
+    problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
+    policy = make_policy(config.agent, problem, seed=config.seed, **config.policy)
+    algorithm = make_algorithm(config.algorithm, policy, **config.algorithm_options)
+    generator = torch.Generator().manual_seed(config.seed)
+    progress = Progress()
+
+    checkpoint = out_dir / CHECKPOINT
+    if config.resume and checkpoint.is_file():
+        progress = _load_checkpoint(checkpoint, policy, algorithm, generator)
+    elif config.resume:
+        raise ConfigError(f"resume=true but there is no {checkpoint} (run in the same hydra.run.dir)")
+    else:
+        torch.manual_seed(config.seed)
+        np.random.seed(config.seed)
+        if config.init_checkpoint:
+            progress.warm_start.update(load_matching_weights(policy, config.init_checkpoint))
+        _warm_start(problem, policy, algorithm, config, progress)
+
+    make_env = lambda: gym.make("rlplace/Placement-v0", graph=graph, cluster=cluster, backend=backend,  # noqa: E731
+                                disable_env_checker=True, **env_options)
+    evaluator = Evaluator(make_env, config.samples, config.seed)
+    bar = tqdm(total=config.budget_placements, initial=progress.evaluated, unit="placement",
+               disable=not config.progress, desc=f"{config.agent} on {graph.name}")
+    updates_this_run, stopped = 0, False
+    start = time.perf_counter() - progress.elapsed
+    while not _spent(config, progress):
+        sample = policy.sample(config.samples, generator)
+        actions = sample.actions.detach().cpu().numpy()
+        rewards, step_times, valid = evaluator.evaluate(actions)
+        batch = Batch(sample, torch.as_tensor(rewards, dtype=torch.float32),
+                      torch.as_tensor(step_times, dtype=torch.float64), torch.as_tensor(valid))
+        stats = algorithm.update(policy, batch)
+        for j in range(config.samples):
+            progress.record(actions[j], step_times[j], valid[j])
+        progress.updates += 1
+        updates_this_run += 1
+        progress.elapsed = time.perf_counter() - start
+        if logger is not None:
+            logger.log(_metrics(batch, stats, progress), step=progress.evaluated)
+        bar.update(config.samples)
+        bar.set_postfix(best_ms=f"{progress.best_step_time * 1e3:.3f}")
+        if progress.updates % config.checkpoint_every == 0:
+            _save_checkpoint(checkpoint, policy, algorithm, generator, progress)
+        if config.stop_after_updates is not None and updates_this_run >= config.stop_after_updates:
+            stopped = True
+            break
+    bar.close()
+    evaluator.close()
+    if stopped:
+        return {"stopped": True, **_summary(progress)}
+    _save_checkpoint(checkpoint, policy, algorithm, generator, progress)
+    return _finish(problem, policy, progress, out_dir, config)
+
+
+# ---------------------------------------------------------------------------------- pieces
+def _warm_start(problem: PlacementEnv, policy, algorithm, config: TrainConfig, progress: Progress) -> None:
+    ws = config.warm_start
+    if ws.placer is None:
+        if ws.behaviour_cloning or ws.first_sample:
+            raise ConfigError("warm_start.behaviour_cloning/first_sample need warm_start.placer (e.g. heft)")
+        return
+    placement, actions = heuristic_actions(problem, ws.placer, seed=config.seed, **ws.placer_options)
+    if ws.behaviour_cloning:
+        progress.warm_start.update(behaviour_clone(policy, actions, ws))
+    if ws.first_sample:
+        result, _ = seed_with_first_sample(problem, algorithm, placement)
+        progress.record(actions.numpy(), result.step_time, problem._valid(result))
+        progress.warm_start["heuristic_step_time"] = result.step_time
+
+
+def _spent(config: TrainConfig, progress: Progress) -> bool:
+    return ((config.budget_placements is not None and progress.evaluated >= config.budget_placements)
+            or (config.budget_seconds is not None and progress.elapsed >= config.budget_seconds))
+
+
+def _metrics(batch: Batch, stats: dict[str, float], progress: Progress) -> dict[str, float]:
+    valid = batch.valid
+    return {"reward": float(batch.rewards.mean()),
+            "step_time": float(batch.step_times[valid].mean()) if valid.any() else float("nan"),
+            "best_step_time": progress.best_step_time, "oom_rate": 1.0 - float(valid.float().mean()),
+            "entropy": float(batch.sample.entropy.detach().mean()), "updates": progress.updates,
+            "seconds": progress.elapsed, **stats}
+
+
+def _summary(progress: Progress) -> dict[str, Any]:
+    return {"updates": progress.updates, "evaluated": progress.evaluated, "seconds": progress.elapsed,
+            "best_step_time": progress.best_step_time,
+            "placements_per_second": progress.evaluated / progress.elapsed if progress.elapsed > 0 else None,
+            **progress.warm_start}
+
+
+def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, config: TrainConfig) -> dict[str, Any]:
+    summary = _summary(progress)
+    if progress.best_actions is not None:
+        best = problem.units.expand(np.asarray(progress.best_actions))
+        best.save(out_dir / "best_placement.json", problem.graph, problem.cluster)
+        final = problem.backend.evaluate(problem.graph, problem.cluster, best)  # once more, outside the cache
+        summary["final_evaluation"] = final.as_dict()
+    greedy = problem.units.expand(policy.greedy().cpu().numpy())
+    summary["greedy_evaluation"] = problem.backend.evaluate(problem.graph, problem.cluster, greedy).as_dict()
+    (out_dir / "results.json").write_text(json.dumps(summary, indent=1, default=float))
+    if config.plots:
+        plot_training_curve(progress.step_times, progress.valid, out_dir / "training_curve.png",
+                            title=f"{config.agent} on {problem.graph.name}")
+    return summary
+
+
+def _save_checkpoint(path: Path, policy, algorithm, generator: torch.Generator, progress: Progress) -> None:
+    state = {"policy": policy.state_dict(), "algorithm": algorithm.state_dict(), "generator": generator.get_state(),
+             "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "progress": asdict(progress)}
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)  # a kill while writing leaves the previous checkpoint intact
+
+
+def _load_checkpoint(path: Path, policy, algorithm, generator: torch.Generator) -> Progress:
+    state = torch.load(path, weights_only=False)
+    policy.load_state_dict(state["policy"])
+    algorithm.load_state_dict(state["algorithm"])
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    np.random.set_state(state["numpy_rng"])
+    return Progress(**state["progress"])
+
+
+def load_matching_weights(policy, path: str | Path) -> dict[str, float]:
+    """Fine-tuning hook: copy the weights of another run's checkpoint (possibly trained on
+    another graph) wherever name and shape match; graph-specific tensors keep their fresh
+    values. Returns how many tensors were copied and skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"init_checkpoint: no such file {path}")
+    source = torch.load(path, weights_only=False)["policy"]
+    target = policy.state_dict()
+    copied = {k: v for k, v in source.items() if k in target and target[k].shape == v.shape
+              and target[k].is_floating_point()}
+    target.update(copied)
+    policy.load_state_dict(target)
+    return {"init_tensors_copied": len(copied), "init_tensors_skipped": len(target) - len(copied)}

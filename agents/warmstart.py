@@ -1,0 +1,88 @@
+"""Warm starts of a learned placer from an algorithmic one (``warm_start.placer=heft``, or
+m_etf, m_sct, celeritas, ...), written against the ``Policy`` and ``Algorithm`` protocols so
+they serve every agent:
+
+(a) behaviour cloning: before RL, maximise the policy's log probability of the heuristic's
+    placement (supervised pre-training) until its greedy placement reproduces it;
+(b) first sample: the heuristic's placement is evaluated first, so the best-so-far starts there
+    and the algorithm's reward baseline starts at its reward.
+
+A policy with latent choices (the Hierarchical Planner's grouping) scores a placement it did not
+sample through ``extras_for(actions)``; a policy without one needs no extras.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlplace.agents.base import Algorithm, Policy
+from rlplace.placement import Placement
+from rlplace.placers import make_placer
+
+
+@dataclass
+class WarmStartConfig:
+    placer: str | None = None           # None: cold start
+    placer_options: dict[str, Any] = field(default_factory=dict)
+    behaviour_cloning: bool = False     # (a)
+    first_sample: bool = False          # (b)
+    bc_steps: int = 300                 # most gradient steps of behaviour cloning (ours)
+    bc_lr: float = 0.01                 # Adam (ours: the RL rate 0.1 overshoots supervised targets)
+    bc_target_accuracy: float = 1.0     # stop once the greedy placement agrees on this share of units
+    bc_check_every: int = 10
+
+
+def heuristic_actions(problem, placer: str, seed: int = 0, **options) -> tuple[Placement, torch.Tensor]:
+    """The heuristic's placement of ``problem`` (a PlacementEnv) as an action: one device per
+    unit (the device of the unit's first op), and the op placement that action stands for."""
+    placement = make_placer(placer, seed=seed, **options).place(problem.graph, problem.cluster)
+    first = np.full(problem.num_units, problem.graph.num_ops, dtype=np.int64)
+    np.minimum.at(first, problem.units.group_of, np.arange(problem.graph.num_ops))
+    actions = np.asarray(placement.device_of)[first]
+    return problem.units.expand(actions), torch.as_tensor(actions, dtype=torch.long)
+
+
+def extras_for(policy: Policy, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+    explain = getattr(policy, "extras_for", None)
+    return explain(actions) if explain is not None else {}
+
+
+def behaviour_clone(policy: Policy, actions: torch.Tensor, config: WarmStartConfig) -> dict[str, float]:
+    """Supervised pre-training on one placement ``actions`` [U]: Adam on -log p(actions)/U with
+    the gradient clipped to norm 1, until the greedy placement agrees on
+    ``bc_target_accuracy`` of the units or ``bc_steps`` steps are done."""
+    target = actions.unsqueeze(0)
+    extras = extras_for(policy, target)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.bc_lr)
+    accuracy, loss, step = agreement(policy, actions), float("nan"), 0
+    while step < config.bc_steps and accuracy < config.bc_target_accuracy:
+        log_prob, _ = policy.log_prob(target, extras)
+        loss_t = -log_prob.mean() / actions.numel()
+        optimizer.zero_grad()
+        loss_t.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        optimizer.step()
+        step, loss = step + 1, loss_t.item()
+        if step % config.bc_check_every == 0 or step == config.bc_steps:
+            accuracy = agreement(policy, actions)
+    return {"bc_steps": step, "bc_loss": loss, "bc_accuracy": accuracy}
+
+
+def agreement(policy: Policy, actions: torch.Tensor) -> float:
+    """Share of units on which the policy's greedy placement equals ``actions``."""
+    return float((policy.greedy() == actions).float().mean())
+
+
+def seed_with_first_sample(problem, algorithm: Algorithm, placement: Placement):
+    """Evaluate the heuristic placement as the first sample; the algorithm's baseline (if it
+    has one) starts at its reward. Returns the backend's result and the reward."""
+    result = problem.evaluate(placement)
+    reward = problem.reward_of(result)
+    seed = getattr(algorithm, "seed_baseline", None)
+    if seed is not None:
+        seed(reward)
+    return result, reward

@@ -1,0 +1,88 @@
+"""rlplace-train: train a learned placer on one graph and cluster with the Gymnasium
+environment; checkpoints, metrics, the best placement and the training curve go into the Hydra
+run directory.
+
+    rlplace-train agent=hierarchical graph=layered graph.num_ops=300 budget.placements=200
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from rlplace.apps.common import run_app, user_errors
+from rlplace.backends import make_backend
+from rlplace.cluster import Cluster
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.presets import instantiate_node
+
+PROG = "rlplace-train"
+
+
+def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
+    from rlplace.agents.loggers import make_logger
+    from rlplace.agents.trainer import TrainConfig, train
+    from rlplace.agents.warmstart import WarmStartConfig
+
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    graph = instantiate_node(cfg, "graph")
+    cluster = instantiate_node(cfg, "cluster")
+    if not isinstance(graph, OpGraph) or not isinstance(cluster, Cluster):
+        raise ConfigError("graph must build an OpGraph and cluster a Cluster (check their _target_)")
+    backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options))
+    agent = cfg.agent
+    try:
+        warm_start = WarmStartConfig(**OmegaConf.to_container(cfg.warm_start))
+    except TypeError as exc:
+        raise ConfigError(f"warm_start: {exc}") from None
+    config = TrainConfig(
+        agent=agent.name, policy=OmegaConf.to_container(agent.policy, resolve=True),
+        algorithm=agent.algorithm.name, algorithm_options=OmegaConf.to_container(agent.algorithm.options),
+        samples=agent.samples, env={**OmegaConf.to_container(cfg.env), "oom_penalty": agent.oom_penalty},
+        budget_placements=cfg.budget.placements, budget_seconds=cfg.budget.seconds,
+        checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, stop_after_updates=cfg.stop_after_updates,
+        init_checkpoint=cfg.init_checkpoint, warm_start=warm_start, seed=cfg.seed, progress=cfg.progress,
+        plots=cfg.plots)
+    print(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
+          f"({cluster.num_devices} devices); output in {out_dir}")
+    start_step = 0
+    if cfg.resume and (out_dir / "checkpoint.pt").is_file():
+        start_step = torch.load(out_dir / "checkpoint.pt", weights_only=False)["progress"]["evaluated"]
+    logger = make_logger(cfg.logger.name, out_dir, start_step, **_logger_options(cfg))
+    try:
+        summary = train(graph, cluster, backend, config, out_dir, logger)
+    finally:
+        logger.close()
+    if not summary.get("stopped"):
+        final = summary.get("final_evaluation")
+        best = f"{final['step_time'] * 1e3:.3f} ms" if final else "none valid"
+        print(f"best step time {best} after {summary['evaluated']} placements "
+              f"({summary['placements_per_second']:.1f}/s); results in {out_dir}")
+    return summary
+
+
+def _logger_options(cfg: DictConfig) -> dict:
+    options = OmegaConf.to_container(cfg.logger.options, resolve=True)
+    if cfg.logger.name == "wandb":
+        options.setdefault("config", OmegaConf.to_container(cfg, resolve=True))
+    return options
+
+
+@hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="train")
+def _hydra_main(cfg: DictConfig) -> None:
+    with user_errors(PROG):
+        train_from_config(cfg, Path(HydraConfig.get().runtime.output_dir))
+
+
+def main() -> None:
+    run_app(_hydra_main)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The trainer (checkpoint, resume, warm start, outputs) and the rlplace-train app."""
+
+import csv
+import json
+import subprocess
+
+import pytest
+import torch
+
+from rlplace.agents.loggers import make_logger
+from rlplace.agents.trainer import TrainConfig, train
+from rlplace.agents.warmstart import WarmStartConfig
+from rlplace.backends import SimBackend
+from rlplace.cluster import load_preset
+from rlplace.errors import ConfigError
+from rlplace.placement import Placement
+from rlplace.zoo import layered
+
+torch.set_num_threads(1)
+TINY = {"num_groups": 8, "placer_hidden": 16, "noise_steps": 3}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return layered(30, seed=1), load_preset("baechi_2080")
+
+
+def config(**overrides):
+    return TrainConfig(**{"policy": TINY, "budget_placements": 40, "checkpoint_every": 4, "progress": False,
+                          "plots": False, "seed": 3,
+                          "algorithm_options": {"valid_only_after": 5}, **overrides})
+
+
+@pytest.mark.parametrize("samples", [4, 1])
+def test_resume_after_a_kill_gives_the_uninterrupted_result(problem, tmp_path, samples):
+    graph, cluster = problem
+    full = train(graph, cluster, SimBackend(), config(samples=samples), tmp_path / "full")
+    updates = 40 // samples
+    killed = train(graph, cluster, SimBackend(), config(samples=samples, stop_after_updates=updates // 2 + 1),
+                   tmp_path / "cut")  # killed one update after the checkpoint at updates // 2 (even)
+    assert killed["stopped"] and killed["updates"] == updates // 2 + 1
+    assert not (tmp_path / "cut" / "results.json").exists()
+    resumed = train(graph, cluster, SimBackend(), config(samples=samples, resume=True), tmp_path / "cut")
+    for key in ("updates", "evaluated", "best_step_time", "greedy_evaluation", "final_evaluation"):
+        assert resumed[key] == full[key], key
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)
+    b = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    assert a["progress"]["step_times"] == b["progress"]["step_times"]
+    assert a["algorithm"]["baseline"] == b["algorithm"]["baseline"]
+    for key, value in a["policy"].items():
+        assert torch.equal(value, b["policy"][key]), key
+
+
+def test_outputs_warm_start_and_logger(problem, tmp_path):
+    graph, cluster = problem
+    logger = make_logger("csv", tmp_path)
+    warm = WarmStartConfig(placer="heft", behaviour_cloning=True, first_sample=True, bc_steps=5)
+    result = train(graph, cluster, SimBackend(), config(warm_start=warm, plots=True), tmp_path, logger)
+    logger.close()
+    assert result["evaluated"] == 41 and result["updates"] == 10  # the heuristic counts as one
+    assert result["best_step_time"] <= result["heuristic_step_time"]
+    assert result["bc_steps"] >= 5 and 0 <= result["bc_accuracy"] <= 1
+    best = Placement.load(tmp_path / "best_placement.json", graph, cluster)
+    assert len(best) == graph.num_ops
+    assert result["final_evaluation"]["step_time"] == pytest.approx(result["best_step_time"])
+    assert json.loads((tmp_path / "results.json").read_text())["evaluated"] == 41
+    assert (tmp_path / "training_curve.png").stat().st_size > 0
+    rows = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    assert len(rows) == 10 and {"reward", "step_time", "best_step_time", "oom_rate", "entropy", "loss"} <= set(rows[0])
+    assert float(rows[-1]["best_step_time"]) == pytest.approx(result["best_step_time"])
+
+
+def test_fine_tuning_hook_copies_matching_weights(problem, tmp_path):
+    graph, cluster = problem
+    train(graph, cluster, SimBackend(), config(budget_placements=8), tmp_path / "a")
+    other = layered(25, seed=2)
+    result = train(other, cluster, SimBackend(),
+                   config(budget_placements=8, init_checkpoint=str(tmp_path / "a" / "checkpoint.pt")), tmp_path / "b")
+    assert result["init_tensors_copied"] > 0
+
+
+def test_trainer_config_errors(problem, tmp_path):
+    graph, cluster = problem
+    with pytest.raises(ConfigError, match="budget"):
+        config(budget_placements=None)
+    with pytest.raises(ConfigError, match="no .*checkpoint"):
+        train(graph, cluster, SimBackend(), config(resume=True), tmp_path)
+    with pytest.raises(ConfigError, match="warm_start.placer"):
+        train(graph, cluster, SimBackend(), config(warm_start=WarmStartConfig(first_sample=True)), tmp_path)
+    with pytest.raises(ConfigError, match="unknown placer"):
+        train(graph, cluster, SimBackend(), config(warm_start=WarmStartConfig(placer="nope")), tmp_path)
+
+
+TINY_CLI = ["graph=layered", "graph.num_ops=30", "agent=hierarchical", "agent.policy.num_groups=8",
+            "agent.policy.placer_hidden=16", "budget.placements=12", "checkpoint_every=2", "progress=false"]
+
+
+def test_rlplace_train_end_to_end(rlplace_cli, tmp_path):
+    run = subprocess.run([*rlplace_cli("train"), *TINY_CLI, f"hydra.run.dir={tmp_path}",
+                          "warm_start.placer=heft", "warm_start.first_sample=true"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    for name in ("checkpoint.pt", "best_placement.json", "results.json", "metrics.csv", "training_curve.png"):
+        assert (tmp_path / name).is_file(), name
+    assert "best step time" in run.stdout
+    # a finished run resumed does nothing more
+    again = subprocess.run([*rlplace_cli("train"), *TINY_CLI, f"hydra.run.dir={tmp_path}", "resume=true"],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "results.json").read_text())["evaluated"] == 13
+
+
+@pytest.mark.parametrize("override, message", [
+    ("agent.policy.grouping=bogus", "grouping"),
+    ("budget.placements=null", "budget"),
+    ("warm_start.placer=nope", "unknown placer"),
+    ("logger.name=nope", "unknown logger"),
+    ("agent=nope", None),  # Hydra cannot compose the config
+])
+def test_rlplace_train_bad_input_is_one_line_and_exit_2(rlplace_cli, tmp_path, override, message):
+    run = subprocess.run([*rlplace_cli("train"), *TINY_CLI, f"hydra.run.dir={tmp_path}", override],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2
+    if message is not None:
+        lines = [line for line in run.stderr.splitlines() if line.startswith("rlplace-train: error:")]
+        assert len(lines) == 1 and message in lines[0]
+        assert "Traceback" not in run.stderr
