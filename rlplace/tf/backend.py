@@ -116,6 +116,10 @@ class TFBackend:
             "src": src, "dst": dst, "sizes": list(sizes), "hops": hops, "repeats": repeats,
             "inter_op_threads": self.inter_op_threads or cluster.num_devices})
 
+    def clear_cache(self) -> None:
+        """Forget measured placements (to measure them again)."""
+        self._cache.clear()
+
     # ------------------------------------------------------------------------ worker process
     @property
     def worker_pid(self) -> int | None:
