@@ -1,7 +1,8 @@
 """Backends: anything with ``evaluate(graph, cluster, placement) -> StepResult``.
 
-``sim`` is the embedded execution simulator (``rlplace.sim``); the real TensorFlow backend
-registers as ``tf``. ``make_backend(name, **options)`` builds one by name.
+``sim`` is the embedded execution simulator (``rlplace.sim``); ``tf`` measures on real
+TensorFlow (``rlplace.tf.backend.TFBackend``, imported only when asked for, so the core never
+loads TensorFlow otherwise). ``make_backend(name, **options)`` builds one by name.
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ class SimBackend:
         return simulate(graph, cluster, placement, trace=self.trace)
 
 
-_BACKENDS: dict[str, Callable[..., Backend]] = {"sim": SimBackend}
+def _tf_backend(**options) -> Backend:
+    from rlplace.tf.backend import TFBackend
+
+    return TFBackend(**options)
+
+
+_BACKENDS: dict[str, Callable[..., Backend]] = {"sim": SimBackend, "tf": _tf_backend}
 
 
 def make_backend(name: str, **options) -> Backend:

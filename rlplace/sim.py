@@ -53,7 +53,9 @@ class Schedule:
 
 @dataclass(frozen=True)
 class StepResult:
-    """What a Backend reports for one placement."""
+    """What a Backend reports for one placement. ``timed_out``: a measuring backend stopped
+    the placement because a step exceeded its step-time limit (Mars §3.4); ``step_time`` is
+    then the time seen so far, at least the limit."""
 
     step_time: float
     oom: bool
@@ -63,6 +65,7 @@ class StepResult:
     num_transfers: int = 0
     transfer_bytes: int = 0
     schedule: Schedule | None = field(default=None, repr=False)
+    timed_out: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no schedule)."""
@@ -74,6 +77,7 @@ class StepResult:
             "busy_time": None if self.busy_time is None else [float(b) for b in self.busy_time],
             "num_transfers": int(self.num_transfers),
             "transfer_bytes": int(self.transfer_bytes),
+            "timed_out": bool(self.timed_out),
         }
 
 

@@ -34,7 +34,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
     cluster = instantiate_node(cfg, "cluster")
     if not isinstance(graph, OpGraph) or not isinstance(cluster, Cluster):
         raise ConfigError("graph must build an OpGraph and cluster a Cluster (check their _target_)")
-    backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options))
+    backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options, resolve=True))
     stats = graph.stats(cluster.comm)
     print(f"graph {graph.name}: {stats.num_ops} ops, {stats.num_edges} edges, compute "
           f"{stats.total_compute * 1e3:.3f} ms, critical path {stats.critical_path * 1e3:.3f} ms, "

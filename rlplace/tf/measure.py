@@ -1,0 +1,97 @@
+"""Measure one placement of a zoo model's training step on real TensorFlow devices
+(Hierarchical Planner §4: warm-up steps, then the median of the next steps).
+
+``measure`` sets every step op's device (``op._set_device``; the ops TensorFlow adds outside
+the step, such as initializers, follow their colocation group or default to device 0), opens a
+fresh session, initialises the variables and runs ``warmup`` then ``steps`` training steps.
+
+* A real out-of-memory error (``ResourceExhaustedError``) ends the measurement as an OOM, on the
+  devices its message names (all devices when it names none).
+* With ``step_time_limit``, every step runs with that deadline (``RunOptions.timeout_in_ms``);
+  a step that exceeds it stops the measurement (Mars §3.4). The first step includes TensorFlow's
+  one-time set-up (partitioning, kernel creation), so a limit near the step time can stop it.
+* After the timed steps one traced step (``FULL_TRACE``) gives per device the peak of the bytes
+  the step's ops allocate and free (their allocation records, replayed in time order) and the
+  busy time (the sum of its ops' ``all_end_rel_micros``). Persistent memory (variables, held
+  from initialisation) is not in these records; the backend adds it from the OpGraph.
+
+The result is a plain dict, so the process that asked needs no TensorFlow to read it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from rlplace.tf.builder import TFModel
+from rlplace.tf.devices import device_index, device_session_config
+
+v1 = tf.compat.v1
+
+
+def apply_placement(model: TFModel, device_of: dict[str, int], devices: Sequence[str]) -> None:
+    for name, d in device_of.items():
+        model.graph.get_operation_by_name(name)._set_device(devices[d])
+
+
+def measure(model: TFModel, device_of: dict[str, int], devices: Sequence[str], warmup: int = 5,
+            steps: int = 5, step_time_limit: float | None = None, inter_op_threads: int = 1,
+            intra_op_threads: int = 1, seed: int = 0) -> dict[str, Any]:
+    """Run the placed training step; returns ``step_time`` (median of the timed steps, or the
+    time of the step that hit the limit), ``step_times``, ``timed_out``, ``oom``,
+    ``oom_devices``, ``transient_peak`` and ``busy_time`` (per device)."""
+    apply_placement(model, device_of, devices)
+    n = len(devices)
+    result: dict[str, Any] = {"step_time": float("inf"), "step_times": [], "timed_out": False,
+                              "oom": False, "oom_devices": [], "transient_peak": [0] * n,
+                              "busy_time": None}
+    options = v1.RunOptions()
+    if step_time_limit is not None:
+        options.timeout_in_ms = max(1, int(np.ceil(step_time_limit * 1e3)))
+    fetches, feeds = [model.train_op, model.loss], model.feed_dict(seed)
+    config = device_session_config(inter_op_threads, intra_op_threads)
+    try:
+        with v1.Session(graph=model.graph, config=config) as sess:
+            sess.run(model.init_op)
+            for k in range(warmup + steps):
+                start = time.perf_counter()
+                try:
+                    sess.run(fetches, feeds, options=options)
+                except tf.errors.DeadlineExceededError:
+                    result.update(step_time=max(time.perf_counter() - start, step_time_limit),
+                                  timed_out=True)
+                    return result
+                if k >= warmup:
+                    result["step_times"].append(time.perf_counter() - start)
+            result["step_time"] = float(np.median(result["step_times"]))
+            metadata = v1.RunMetadata()
+            sess.run(fetches, feeds, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE),
+                     run_metadata=metadata)
+            result["transient_peak"], result["busy_time"] = _per_device(metadata, devices)
+    except tf.errors.ResourceExhaustedError as exc:
+        named = sorted({i for i in (device_index(w, devices) for w in exc.message.split())
+                        if i is not None})
+        result.update(oom=True, oom_devices=named or list(range(n)))
+    return result
+
+
+def _per_device(metadata, devices: Sequence[str]) -> tuple[list[int], list[float]]:
+    events: list[list[tuple[int, int]]] = [[] for _ in devices]
+    busy = [0.0] * len(devices)
+    for dev in metadata.step_stats.dev_stats:
+        d = device_index(dev.device, devices)
+        if d is None or "/stream:" in dev.device or "/memcpy" in dev.device:
+            continue
+        for node in dev.node_stats:
+            busy[d] += node.all_end_rel_micros * 1e-6
+            for mem in node.memory:
+                events[d].extend((r.alloc_micros, r.alloc_bytes) for r in mem.allocation_records)
+    peaks = []
+    for ev in events:
+        ev.sort()  # at one instant frees (negative) first: the peak is not overstated
+        live = np.cumsum([b for _, b in ev]) if ev else np.zeros(1)
+        peaks.append(int(max(live.max(), 0)))
+    return peaks, busy
