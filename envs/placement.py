@@ -223,11 +223,15 @@ class PlacementEnv(gym.Env):
         return self._reward_of_time(step_time)
 
     def _valid(self, result: StepResult) -> bool:
-        return not result.oom and (self.step_time_limit is None or result.step_time <= self.step_time_limit)
+        return not (result.oom or self._slow(result))
+
+    def _slow(self, result: StepResult) -> bool:
+        """Over the environment's own limit, or stopped at the backend's (Mars §3.4)."""
+        return result.timed_out or (self.step_time_limit is not None and result.step_time > self.step_time_limit)
 
     def _result_info(self, placement: Placement, result: StepResult) -> dict[str, Any]:
         return {"step_time": result.step_time, "oom": result.oom,
-                "slow": self.step_time_limit is not None and result.step_time > self.step_time_limit,
+                "slow": self._slow(result),
                 "peak_memory": result.peak_memory.copy(), "placement": placement.device_of.copy()}
 
     def _partial_placement_reward(self) -> float:

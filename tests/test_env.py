@@ -69,6 +69,21 @@ def test_oom_gives_the_penalty_and_never_raises():
         assert info["oom"] and terminated and reward == expected
 
 
+def test_a_placement_the_backend_stopped_is_penalised():
+    from dataclasses import replace
+
+    from rlplace.backends import SimBackend
+
+    class StoppingBackend(SimBackend):
+        def evaluate(self, graph, cluster, placement):
+            return replace(super().evaluate(graph, cluster, placement), timed_out=True)
+
+    env = make(backend=StoppingBackend())
+    env.reset()
+    _, reward, _, _, info = env.step(env.action_space.sample())
+    assert info["slow"] and reward == -10.0
+
+
 def test_slow_placements_are_penalised():
     env = make(step_time_limit=1e-9)
     env.reset()
