@@ -130,20 +130,8 @@ class CoarseGraph:
     def merged_with_colocation(self) -> CoarseGraph:
         """This grouping with every colocation group whole: groups that hold ops of one
         colocation group are merged (transitively)."""
-        parent = np.arange(self.num_groups)
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for ops in self.graph.colocation_groups.values():
-            groups = np.unique(self.group_of[ops])
-            for other in groups[1:]:
-                parent[find(int(other))] = find(int(groups[0]))
-        roots = np.array([find(j) for j in range(self.num_groups)], dtype=np.int64)
-        return CoarseGraph.from_labels(self.graph, roots[self.group_of])
+        component = _colocation_components(self.graph, self.group_of, self.num_groups)
+        return CoarseGraph.from_labels(self.graph, component[self.group_of])
 
     @classmethod
     def colocation(cls, graph: OpGraph) -> CoarseGraph:
@@ -184,30 +172,24 @@ def _topological_groups(k, src, dst):  # pragma: no cover - compiled
     return np.array(order, dtype=np.int64)
 
 
+def _colocation_components(graph: OpGraph, group_of: np.ndarray, k: int) -> np.ndarray:
+    """Label per coarse group: groups that hold ops of one colocation group, directly or
+    through other groups, share a label."""
+    pairs = [(groups[0], other) for ops in graph.colocation_groups.values()
+             for groups in [np.unique(group_of[ops])] for other in groups[1:]]
+    a, b = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
+    return _union_labels(k, a, b)
+
+
 def _merged_colocation(graph: OpGraph, group_of: np.ndarray, k: int) -> list[str | None]:
     """Colocation group name per coarse group: groups holding ops of one colocation group, or
     of two colocation groups that share a coarse group, get one name (the smallest)."""
-    parent = list(range(k))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    component = _colocation_components(graph, group_of, k)
     name: dict[int, str] = {}
     for group, ops in graph.colocation_groups.items():
-        coarse = np.unique(group_of[ops])
-        root = find(int(coarse[0]))
-        for c in coarse[1:]:
-            parent[find(int(c))] = root
-        name[root] = min(name.get(root, group), group)
-    roots = [find(j) for j in range(k)]
-    merged: dict[int, str] = {}
-    for root, group in name.items():
-        r = find(root)
-        merged[r] = min(merged.get(r, group), group)
-    return [merged.get(r) for r in roots]
+        c = int(component[group_of[ops[0]]])
+        name[c] = min(name.get(c, group), group)
+    return [name.get(int(c)) for c in component]
 
 
 def _group_forward_op(graph: OpGraph, group_of: np.ndarray, k: int) -> np.ndarray:
