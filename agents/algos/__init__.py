@@ -1,0 +1,1 @@
+"""RL algorithms implementing ``rlplace.agents.base.Algorithm``."""

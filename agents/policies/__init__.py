@@ -1,0 +1,1 @@
+"""Learned placement policies (networks implementing ``rlplace.agents.base.Policy``)."""
