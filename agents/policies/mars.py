@@ -77,8 +77,10 @@ class GraphEncoder(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int, layers: int, kind: str = "gcn"):
         super().__init__()
-        conv = ENCODERS[kind]
-        self.convs = nn.ModuleList(conv(in_dim if i == 0 else hidden, hidden) for i in range(layers))
+        # GCN's normalisation is computed once: a policy's graph is fixed (DGI permutes features only)
+        options = {"cached": True} if kind == "gcn" else {}
+        self.convs = nn.ModuleList(ENCODERS[kind](in_dim if i == 0 else hidden, hidden, **options)
+                                   for i in range(layers))
         self.acts = nn.ModuleList(nn.PReLU() for _ in range(layers))
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
