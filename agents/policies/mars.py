@@ -218,7 +218,7 @@ class MarsPolicy(nn.Module):
         from rlplace.envs import observation_to_data
 
         base = env.unwrapped
-        observation = base._observation()
+        observation, _ = base.reset()
         data = observation_to_data(observation, int(np.max(observation["op_type"], initial=0)) + 1)
         policy = cls(data.x, data.edge_index, base.num_devices, config)
         if config.pretrain:
