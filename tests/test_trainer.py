@@ -110,6 +110,17 @@ def test_rlplace_train_end_to_end(rlplace_cli, tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["evaluated"] == 13
 
 
+def test_rlplace_train_mars_end_to_end(rlplace_cli, tmp_path):
+    run = subprocess.run([*rlplace_cli("train"), "agent=mars", "graph=layered", "graph.num_ops=40",
+                          "agent.policy.dgi.iterations=5", "agent.policy.dgi.cache_dir=null",
+                          "agent.policy.placer_hidden=16", "agent.policy.encoder_hidden=8",
+                          "budget.placements=20", f"hydra.run.dir={tmp_path}"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["evaluated"] == 20 and (tmp_path / "best_placement.json").is_file()
+
+
 @pytest.mark.parametrize("override, message", [
     ("agent.policy.grouping=bogus", "grouping"),
     ("budget.placements=null", "budget"),

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from rlplace.agents.base import Batch, Policy
+from rlplace.errors import ConfigError
 
 
 @dataclass
@@ -143,3 +144,11 @@ class PPO:
         self.buffer = None if state["buffer"] is None else Rollout(**state["buffer"])
         self.generator.set_state(state["generator"])
         self.updates = state["updates"]
+
+
+def build(policy: Policy, **options) -> PPO:
+    """PPO for ``policy`` from the ``agent.algorithm.options`` config."""
+    try:
+        return PPO(policy, PPOConfig(**options))
+    except TypeError as exc:
+        raise ConfigError(f"agent.algorithm: {exc}") from None

@@ -263,3 +263,14 @@ def _sinusoid(length: int, dim: int) -> torch.Tensor:
     table[:, 0::2] = torch.sin(position * rate)
     table[:, 1::2] = torch.cos(position * rate[:dim // 2])
     return table
+
+
+def build(env, **options) -> MarsPolicy:
+    """The policy for a PlacementEnv, from the ``agent.policy`` config (``dgi`` a nested dict).
+    Weights are initialised from the seed ``make_policy`` gave torch (the run's seed)."""
+    try:
+        config = MarsConfig(**{"seed": torch.initial_seed(), **options,
+                               "dgi": DGIConfig(**options.get("dgi", {}))})
+    except TypeError as exc:
+        raise ConfigError(f"agent.policy: {exc}") from None
+    return MarsPolicy.from_env(env, config)

@@ -43,7 +43,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         raise ConfigError(f"warm_start: {exc}") from None
     config = TrainConfig(
         agent=agent.name, policy=OmegaConf.to_container(agent.policy, resolve=True),
-        algorithm=agent.algorithm.name, algorithm_options=OmegaConf.to_container(agent.algorithm.options),
+        algorithm=agent.algorithm.name, algorithm_options=OmegaConf.to_container(agent.algorithm.options, resolve=True),
         samples=agent.samples, env={**OmegaConf.to_container(cfg.env), "oom_penalty": agent.oom_penalty},
         budget_placements=cfg.budget.placements, budget_seconds=cfg.budget.seconds,
         checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, stop_after_updates=cfg.stop_after_updates,
