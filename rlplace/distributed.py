@@ -67,8 +67,9 @@ class _Worker:
 class RayBackend:
     """A pool of ``workers`` Ray actors, each with its own backend; see the module docstring.
 
-    ``address``: None starts a local Ray instance (unless Ray is already initialised in this
-    process); ``"auto"`` or ``"host:port"`` joins a running cluster (``ray start --head``).
+    ``address``: None joins the Ray cluster ``ray start`` made on this machine, else starts a
+    local instance (Ray's rule); ``"auto"`` or ``"host:port"`` joins a running cluster. When Ray
+    is already initialised in this process, that instance is used and ``address`` is ignored.
     ``timeout``: seconds an evaluation (or a worker's start) may take; None waits forever.
     ``num_cpus``/``num_gpus``: resources each actor reserves; ``num_cpus=None`` is Ray's actor
     default (one CPU to be scheduled, none held), ``num_gpus=None`` shares the cluster's whole
@@ -90,10 +91,12 @@ class RayBackend:
             ray.init(address=address, include_dashboard=False, logging_level="warning")
         if num_gpus is None:
             num_gpus = math.floor(ray.cluster_resources().get("GPU", 0) / workers)
-        actor_options = {"num_gpus": num_gpus, "max_restarts": 0, "max_task_retries": 0}
-        if num_cpus is not None:
-            actor_options["num_cpus"] = num_cpus
+        # with no resource named, a Ray actor needs a CPU to be placed and holds none once running
+        resources = {**({"num_cpus": num_cpus} if num_cpus is not None else {}),
+                     **({"num_gpus": num_gpus} if num_gpus else {})}
+        actor_options = {**resources, "max_restarts": 0, "max_task_retries": 0}
         self._actor_class = ray.remote(**actor_options)(_Worker)
+        self._resources = resources
         self._spec, self._options = backend, dict(options or {})
         self.timeout, self.max_retries = timeout, max_retries
         self.retries = 0      # placements re-run after their worker died or hung
@@ -199,7 +202,8 @@ class RayBackend:
         now = time.monotonic()
         if self.timeout is not None and any(now - start > self.timeout for _, start in self._starting.values()):
             raise BackendError(f"a Ray worker did not start within {self.timeout} s: does the cluster have the "
-                               f"resources each worker asks for? ({self._ray.cluster_resources()})")
+                               f"resources for {len(self.actors)} workers of {self._resources or 'one CPU'} each? "
+                               f"(it has {self._ray.cluster_resources()})")
 
     def _wait_time(self, running: dict) -> float | None:
         """Seconds until the first deadline of a running evaluation or a starting worker."""

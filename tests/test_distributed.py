@@ -10,8 +10,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
 import pytest
+
+import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
 
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
@@ -20,14 +23,13 @@ from rlplace.errors import BackendError, ConfigError, PlacementError
 from rlplace.placement import Placement
 from rlplace.zoo import layered, linear_regression
 
-ray = pytest.importorskip("ray")
-
 
 @pytest.fixture(scope="module")
-def local_ray():
+def ray():
+    ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test backends below, for the actors
-    yield
+    yield ray
     ray.shutdown()
 
 
@@ -74,7 +76,7 @@ class AlwaysDies:
         os._exit(1)
 
 
-def test_batch_results_in_submission_order_and_equal_to_sequential(local_ray, problem):
+def test_batch_results_in_submission_order_and_equal_to_sequential(ray, problem):
     graph, cluster, placements = problem
     with make_parallel_backend("sim", workers=2, timeout=60) as backend:
         results = backend.evaluate_batch(graph, cluster, placements)
@@ -90,7 +92,7 @@ def test_batch_results_in_submission_order_and_equal_to_sequential(local_ray, pr
 
 
 @pytest.mark.slow
-def test_killing_a_worker_mid_batch_still_yields_every_result_once(local_ray, problem):
+def test_killing_a_worker_mid_batch_still_yields_every_result_once(ray, problem):
     graph, cluster, placements = problem
     with make_parallel_backend(lambda: SlowBackend(0.5), workers=2, timeout=60) as backend:
         victim = backend.actors[0]
@@ -104,7 +106,7 @@ def test_killing_a_worker_mid_batch_still_yields_every_result_once(local_ray, pr
 
 
 @pytest.mark.slow
-def test_a_hanging_evaluation_is_timed_out_and_retried(local_ray, problem, tmp_path):
+def test_a_hanging_evaluation_is_timed_out_and_retried(ray, problem, tmp_path):
     graph, cluster, placements = problem
     marker = str(tmp_path / "hung")
     with make_parallel_backend(lambda: HangsOnce(marker), workers=2, timeout=5) as backend:
@@ -114,12 +116,39 @@ def test_a_hanging_evaluation_is_timed_out_and_retried(local_ray, problem, tmp_p
 
 
 @pytest.mark.slow
-def test_a_placement_that_kills_every_worker_fails_after_max_retries(local_ray, problem):
+def test_a_placement_that_kills_every_worker_fails_after_max_retries(ray, problem):
     graph, cluster, placements = problem
     with RayBackend(AlwaysDies, workers=1, timeout=60, max_retries=1) as backend:
         with pytest.raises(BackendError, match="failed on 2 Ray workers"):
             backend.evaluate(graph, cluster, placements[0])
         assert backend.retries == 1
+
+
+def test_the_vector_env_evaluates_the_k_samples_as_one_batch(problem):
+    graph, cluster, _ = problem
+    calls = []
+
+    class Recording(SimBackend):
+        def evaluate_batch(self, graph, cluster, placements):
+            calls.append(len(placements))
+            return [self.evaluate(graph, cluster, p) for p in placements]
+
+    envs = gym.make_vec("rlplace/Placement-v0", num_envs=4, graph=graph, cluster=cluster, backend=Recording())
+    single = gym.make("rlplace/Placement-v0", graph=graph, cluster=cluster)
+    obs, _ = envs.reset(seed=0)
+    assert obs in envs.observation_space
+    actions = envs.action_space.sample()
+    actions[3] = actions[0]                      # a repeated sample is evaluated once
+    obs, rewards, terminated, truncated, info = envs.step(actions)
+    assert calls == [3] and terminated.all() and not truncated.any() and obs in envs.observation_space
+    expected = []
+    for action in actions:
+        single.reset()
+        expected.append(single.step(action)[1])
+    assert rewards.tolist() == expected
+    assert (info["final_info"]["placement"][1] == envs.unwrapped.env.units.expand(actions[1]).device_of).all()
+    accounting = envs.unwrapped.env.accounting
+    assert (accounting.evaluations, accounting.cache_hits) == (3, 1)
 
 
 def test_one_worker_is_the_plain_backend_and_needs_no_ray(monkeypatch):
