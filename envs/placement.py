@@ -224,7 +224,8 @@ class PlacementEnv(gym.Env):
                 self._remember(placement, result)
                 for i in where:
                     results[i] = result
-        self._last = (placements[-1], results[-1])
+        if results:
+            self._last = (placements[-1], results[-1])
         return results
 
     def step_batch(self, actions) -> list[tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]]:

@@ -103,10 +103,9 @@ class RayBackend:
         self.replaced = 0     # workers replaced
         self.simulated = False
         self._graph: tuple[OpGraph, Any] | None = None
-        self.actors: list = []
+        self.actors: list = [None] * workers
         self._starting: dict[Any, tuple[int, float]] = {}    # ready() ref -> (slot, start time)
         for slot in range(workers):
-            self.actors.append(None)
             self._start(slot)
         self._await_start()
 
