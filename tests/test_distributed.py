@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
-
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.distributed import RayBackend, make_parallel_backend
@@ -166,6 +165,8 @@ TINY_CLI = ["graph=layered", "graph.num_ops=30", "agent.policy.num_groups=8", "a
 
 @pytest.mark.slow
 def test_rlplace_train_with_two_workers_matches_one_worker_which_never_imports_ray(tmp_path):
+    pytest.importorskip("ray")
+
     def train(workers: int, *python_options: str) -> tuple[subprocess.CompletedProcess, dict]:
         out = tmp_path / f"workers{workers}"
         run = subprocess.run([sys.executable, *python_options, "-m", "rlplace.apps.train", *TINY_CLI,
