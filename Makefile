@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, alone: the pinned version is the local CPU build, so nothing pulls CUDA wheels.
 	$(BIN)/python -m pip install --quiet -c constraints.txt torch
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,distributed]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -6,12 +6,14 @@ or wall time is spent.
     algorithm = make_algorithm("reinforce", policy)
     result = train(graph, cluster, backend, TrainConfig(), out_dir)
 
-Evaluation goes through a ``gymnasium.vector.SyncVectorEnv`` of k one-shot environments
-(same-step autoreset), or the single environment when k = 1, so a parallel vector environment
-can replace it. Every ``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` holds all
-that the run depends on (policy, optimizer and algorithm state, the sampling generator, torch's
-and numpy's global RNG states, the counters, the best placement and the curve): ``resume=True``
-continues from it exactly as if the run had not stopped. At the end: ``best_placement.json``
+Evaluation goes through the Gymnasium API: the k samples of a step through the vector
+environment (``rlplace.envs.PlacementVectorEnv``, same-step autoreset), which hands their
+placements to the backend as one batch, so that a parallel backend (``rlplace.distributed``)
+evaluates them concurrently; or through the single environment when k = 1. Every
+``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` holds all that the run depends
+on (policy, optimizer and algorithm state, the sampling generator, torch's and numpy's global
+RNG states, the counters, the best placement and the curve): ``resume=True`` continues from it
+exactly as if the run had not stopped. At the end: ``best_placement.json``
 (evaluated once more by the backend), ``results.json`` and ``training_curve.png``.
 """
 
@@ -44,6 +46,7 @@ from rlplace.graph import OpGraph
 from rlplace.report import plot_training_curve
 
 CHECKPOINT = "checkpoint.pt"
+ENV_ID = "rlplace/Placement-v0"
 
 
 @dataclass
@@ -97,12 +100,12 @@ class Evaluator:
     """k environments behind the Gymnasium API: ``evaluate(actions [k, U])`` -> rewards,
     step times and validity of the k placements."""
 
-    def __init__(self, make_env, k: int, seed: int):
+    def __init__(self, env_options: dict[str, Any], k: int, seed: int):
         self.k = k
         if k == 1:
-            self.env = make_env()
+            self.env = gym.make(ENV_ID, disable_env_checker=True, **env_options)
         else:
-            self.env = gym.vector.SyncVectorEnv([make_env] * k, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+            self.env = gym.make_vec(ENV_ID, num_envs=k, vectorization_mode="vector_entry_point", **env_options)
         self.env.reset(seed=seed)
 
     def evaluate(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -145,9 +148,8 @@ def train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfi
             progress.warm_start.update(load_matching_weights(policy, config.init_checkpoint))
         _warm_start(problem, policy, algorithm, config, progress)
 
-    make_env = lambda: gym.make("rlplace/Placement-v0", graph=graph, cluster=cluster, backend=backend,  # noqa: E731
-                                disable_env_checker=True, **env_options)
-    evaluator = Evaluator(make_env, config.samples, config.seed)
+    evaluator = Evaluator({"graph": graph, "cluster": cluster, "backend": backend, **env_options},
+                          config.samples, config.seed)
     bar = tqdm(total=config.budget_placements, initial=progress.evaluated, unit="placement",
                disable=not config.progress, desc=f"{config.agent} on {graph.name}")
     updates_this_run, stopped = 0, False
@@ -220,6 +222,8 @@ def _summary(progress: Progress) -> dict[str, Any]:
 
 def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, config: TrainConfig) -> dict[str, Any]:
     summary = _summary(progress)
+    if hasattr(problem.backend, "retries"):  # a parallel backend: placements re-run after a worker failed
+        summary["evaluation_retries"] = problem.backend.retries
     if progress.best_actions is not None:
         best = problem.units.expand(np.asarray(progress.best_actions))
         best.save(out_dir / "best_placement.json", problem.graph, problem.cluster)

@@ -3,15 +3,18 @@
 
     import gymnasium, rlplace.envs
     env = gymnasium.make("rlplace/Placement-v0", graph="layered", cluster="baechi_2080")
+    envs = gymnasium.make_vec("rlplace/Placement-v0", num_envs=4, graph="layered")  # PlacementVectorEnv
 """
 
 import gymnasium
 
 from rlplace.envs.placement import Accounting, PlacementEnv
 from rlplace.envs.pyg import observation_to_data
+from rlplace.envs.vector import PlacementVectorEnv
 from rlplace.envs.wrappers import DeviceMask, RelativeReward
 
 if "rlplace/Placement-v0" not in gymnasium.registry:
-    gymnasium.register(id="rlplace/Placement-v0", entry_point="rlplace.envs.placement:PlacementEnv")
+    gymnasium.register(id="rlplace/Placement-v0", entry_point="rlplace.envs.placement:PlacementEnv",
+                       vector_entry_point="rlplace.envs.vector:PlacementVectorEnv")
 
-__all__ = ["Accounting", "DeviceMask", "PlacementEnv", "RelativeReward", "observation_to_data"]
+__all__ = ["Accounting", "DeviceMask", "PlacementEnv", "PlacementVectorEnv", "RelativeReward", "observation_to_data"]

@@ -193,27 +193,66 @@ class PlacementEnv(gym.Env):
     # ------------------------------------------------------------------------------ evaluation
     def evaluate(self, placement: Placement) -> StepResult:
         """The backend's result for an op placement; identical placements come from the cache."""
-        if placement in self._cache:
-            self._cache.move_to_end(placement)
-            self.accounting.cache_hits += 1
-            result = self._cache[placement]
-        else:
+        return self.evaluate_batch([placement])[0]
+
+    def evaluate_batch(self, placements: Sequence[Placement]) -> list[StepResult]:
+        """The backend's results for several placements, in order. The ones not in the cache
+        (each distinct placement once) go to the backend together: a backend with
+        ``evaluate_batch`` (``rlplace.distributed.RayBackend``) evaluates them concurrently."""
+        results: list[StepResult | None] = []
+        fresh: dict[Placement, list[int]] = {}
+        for i, placement in enumerate(placements):
+            if placement in self._cache:
+                self._cache.move_to_end(placement)
+                self.accounting.cache_hits += 1
+                results.append(self._cache[placement])
+            else:
+                self.accounting.cache_hits += placement in fresh
+                fresh.setdefault(placement, []).append(i)
+                results.append(None)
+        if fresh:
             start = time.perf_counter()
-            result = self.backend.evaluate(self.graph, self.cluster, placement)
+            batch = getattr(self.backend, "evaluate_batch", None)
+            evaluated = (batch(self.graph, self.cluster, list(fresh)) if batch is not None else
+                         [self.backend.evaluate(self.graph, self.cluster, p) for p in fresh])
             elapsed = time.perf_counter() - start
             if getattr(self.backend, "simulated", False):
                 self.accounting.simulate_time += elapsed
             else:
                 self.accounting.measure_time += elapsed
-            self.accounting.evaluations += 1
-            self._cache[placement] = result
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-            if self._valid(result) and result.step_time < self.accounting.best_step_time:
-                self.accounting.best_step_time = result.step_time
-                self.accounting.best_placement = placement
-        self._last = (placement, result)
-        return result
+            for (placement, where), result in zip(fresh.items(), evaluated):
+                self._remember(placement, result)
+                for i in where:
+                    results[i] = result
+        if results:
+            self._last = (placements[-1], results[-1])
+        return results
+
+    def step_batch(self, actions) -> list[tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]]:
+        """One-shot mode: k episodes at once, one per action (a device per unit); their
+        placements are evaluated together (``evaluate_batch``). Returns what ``step`` returns,
+        for each; the environment is left done, as after a one-shot ``step``."""
+        if self.mode != "one_shot":
+            raise ConfigError("step_batch needs mode='one_shot'")
+        actions = [self._check_action(np.asarray(action), (self.num_units,)) for action in actions]
+        placements = [self.units.expand(action) for action in actions]
+        results = self.evaluate_batch(placements)
+        self._position, self._done = self.num_units, True
+        steps = []
+        for action, placement, result in zip(actions, placements, results):
+            self._placement[:] = action
+            info = {**self._result_info(placement, result), **self.accounting.as_info()}
+            steps.append((self._observation(), float(self.reward_of(result)), True, False, info))
+        return steps
+
+    def _remember(self, placement: Placement, result: StepResult) -> None:
+        self.accounting.evaluations += 1
+        self._cache[placement] = result
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        if self._valid(result) and result.step_time < self.accounting.best_step_time:
+            self.accounting.best_step_time = result.step_time
+            self.accounting.best_placement = placement
 
     def reward_of(self, result: StepResult) -> float:
         """The reward for a backend result: the penalty if invalid, else f(step time)."""

@@ -3,6 +3,8 @@ environment; checkpoints, metrics, the best placement and the training curve go 
 run directory.
 
     rlplace-train agent=hierarchical graph=layered graph.num_ops=300 budget.placements=200
+    rlplace-train ... backend.workers=4                # the k samples of a step on 4 Ray workers
+    rlplace-train ... ray.address=auto                 # on a running Ray cluster (docs/distributed.md)
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rlplace.apps.common import run_app, user_errors
-from rlplace.backends import make_backend
 from rlplace.cluster import Cluster
+from rlplace.distributed import make_parallel_backend
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.presets import instantiate_node
@@ -35,7 +37,6 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     cluster = instantiate_node(cfg, "cluster")
     if not isinstance(graph, OpGraph) or not isinstance(cluster, Cluster):
         raise ConfigError("graph must build an OpGraph and cluster a Cluster (check their _target_)")
-    backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options))
     agent = cfg.agent
     try:
         warm_start = WarmStartConfig(**OmegaConf.to_container(cfg.warm_start))
@@ -55,15 +56,21 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     if cfg.resume and (out_dir / "checkpoint.pt").is_file():
         start_step = torch.load(out_dir / "checkpoint.pt", weights_only=False)["progress"]["evaluated"]
     logger = make_logger(cfg.logger.name, out_dir, start_step, **_logger_options(cfg))
+    backend = None
     try:
+        backend = make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options),
+                                        workers=cfg.backend.get("workers", 1), **OmegaConf.to_container(cfg.ray))
         summary = train(graph, cluster, backend, config, out_dir, logger)
     finally:
         logger.close()
+        if hasattr(backend, "close"):
+            backend.close()
     if not summary.get("stopped"):
         final = summary.get("final_evaluation")
         best = f"{final['step_time'] * 1e3:.3f} ms" if final else "none valid"
+        retries = f", {summary['evaluation_retries']} re-run on another worker" if "evaluation_retries" in summary else ""
         print(f"best step time {best} after {summary['evaluated']} placements "
-              f"({summary['placements_per_second']:.1f}/s); results in {out_dir}")
+              f"({summary['placements_per_second']:.1f}/s{retries}); results in {out_dir}")
     return summary
 
 
