@@ -72,6 +72,8 @@ def _each(models: Sequence[str], pairs: Sequence[tuple[str, str]], where: Mappin
     every test is False on nan)."""
 
     def check(records: Records) -> tuple[bool | None, str]:
+        if not models or not pairs:
+            return None, "no such setting in this run"
         parts, ok = [], True
         for m in models:
             for pa, pb in pairs:
@@ -117,6 +119,8 @@ def oom(id: str, text: str, cases: Sequence[tuple[str, str]], expected: bool = T
     """Every (model, placer) runs out of memory (``expected``) or fits (not ``expected``)."""
 
     def check(records: Records) -> tuple[bool | None, str]:
+        if not cases:
+            return None, "no such setting in this run"
         parts, ok = [], True
         for m, p in cases:
             r = find(records, m, p, **where)
@@ -135,6 +139,8 @@ def value_between(id: str, text: str, cases: Sequence[tuple[str, str]], value: C
     """``low <= value(record) <= high`` for every (model, placer); ``value`` may read any field."""
 
     def check(records: Records) -> tuple[bool | None, str]:
+        if not cases:
+            return None, "no such setting in this run"
         parts, ok = [], True
         for m, p in cases:
             r = find(records, m, p, **where)

@@ -99,8 +99,14 @@ def settings(table: Mapping[str, Any]) -> list[Setting]:
     return [build_setting(spec, device) for spec in table["models"]]
 
 
-def cluster_of(table: Mapping[str, Any], memory_fraction: float | None = None) -> Cluster:
-    cluster = load_preset("cluster", table["cluster"])
+def cluster_name(table: Mapping[str, Any], setting: Setting | None = None) -> str:
+    """The setting's own cluster preset, else the table's."""
+    return (setting.spec.get("cluster") if setting is not None else None) or table["cluster"]
+
+
+def cluster_of(table: Mapping[str, Any], memory_fraction: float | None = None,
+               setting: Setting | None = None) -> Cluster:
+    cluster = load_preset("cluster", cluster_name(table, setting))
     if memory_fraction is not None:
         cluster = cluster.with_memory((cluster.memory * memory_fraction).astype(np.int64))
     return cluster
