@@ -319,9 +319,10 @@ def fig8(table: Mapping, ctx: Context) -> TableOutput:
     true graph; the ratio to the unperturbed placement's step time."""
     cluster = cluster_of(table)
     sets = settings(table)
-    ps, seeds = table["perturbations"], range(table["seeds"])
+    ps = table["perturbations"]
     records = []
     for s in sets:
+        seeds = range(s.spec.get("seeds", table["seeds"]))
         for name in table["placers"]:
             options = placer_options(s, table, name)
             base = simulate(s.graph, cluster, make_placer(name, seed=0, **options).place(s.graph, cluster)).step_time
@@ -359,7 +360,8 @@ def fig8(table: Mapping, ctx: Context) -> TableOutput:
                               _batch_check(big, table["placers"])))
     out = TableOutput(table["name"], table["title"],
                       setting_lines(table, sets, cluster, ctx, [f"perturbation p: each op's compute time and each "
-                                                                f"tensor's bytes × U[1, 1 + p]; {len(seeds)} seeds"]),
+                                                                f"tensor's bytes × U[1, 1 + p]; seeds per p: " + ", ".join(
+                                                                    f"{s.key} {s.spec.get('seeds', table['seeds'])}" for s in sets)]),
                       header, rows, records + [{**x, "summary": True} for x in sens],
                       judge(claims, sens, table), ["Cells: mean [min, max] of step time / unperturbed placement's."])
     if ctx.plots:
