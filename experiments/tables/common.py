@@ -162,6 +162,21 @@ class TableOutput:
              "claims": [v.as_dict() for v in self.verdicts]}, indent=1, default=_json_default))
 
 
+def update_why(out_dir: Path, table: Mapping[str, Any]) -> str:
+    """Rewrite a recorded table's claim lines with the config's current ``why`` notes; the
+    verdicts and numbers stay as recorded. Returns the new markdown."""
+    results_path, md_path = out_dir / "results.json", out_dir / f"{table['name']}.md"
+    results = json.loads(results_path.read_text())
+    why = table.get("why") or {}
+    found = [Verdict(**{**v, "why": why.get(v["id"], "")}) for v in results["claims"]]
+    results["claims"] = [v.as_dict() for v in found]
+    head = md_path.read_text().split("## Claims")[0]
+    text = head + "## Claims\n\n" + "\n".join(v.line() for v in found) + "\n"
+    md_path.write_text(text)
+    results_path.write_text(json.dumps(results, indent=1))
+    return text
+
+
 def _json_default(x):
     if isinstance(x, np.generic):
         return x.item()

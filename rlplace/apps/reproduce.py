@@ -5,6 +5,7 @@ paper's numbers, with the claims' verdicts.
     rlplace-reproduce table=baechi_table3 mode=smoke      # tiny graphs, seconds
     rlplace-reproduce table=hp_table1 budget=200          # learned tables: placements per run
     rlplace-reproduce table=celeritas_table3 record=true  # also copy to experiments/results/tables/
+    rlplace-reproduce table=baechi_table3 why_only=true   # recorded run: refresh the `why` notes only
 
 Tables are configs in ``conf/table/``; their code lives in ``experiments/tables/`` (one module per
 paper), so this app runs from a source checkout. Writes ``<table>.md``, ``results.json`` and the
@@ -57,9 +58,15 @@ def table_config(cfg: DictConfig) -> dict:
 
 def reproduce(cfg: DictConfig, out_dir: Path):
     root = repo_root()
-    from experiments.tables.common import Context
+    from experiments.tables.common import Context, update_why
 
     table = table_config(cfg)
+    if cfg.why_only:
+        recorded = root / "experiments" / "results" / "tables" / table["name"]
+        if not (recorded / "results.json").is_file():
+            raise ConfigError(f"why_only: no recorded run in {recorded}")
+        print(update_why(recorded, table))
+        return None
     module, _, func = table["run"].partition(":")
     try:
         fn = getattr(import_module(module), func)
