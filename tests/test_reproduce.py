@@ -171,3 +171,17 @@ def test_slurm_launcher_config_composes(rlplace_cli):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "SlurmLauncher" in result.stdout and "timeout_min: 240" in result.stdout
+
+
+def test_update_why_rewrites_only_the_notes_of_a_recorded_run(tmp_path):
+    from experiments.tables.common import update_why
+
+    verdicts = [C.faster("x", "m-ETF beats expert", ["g"], [("m_etf", "expert")]).verdict(RECORDS),
+                C.faster("y", "m-SCT beats expert", ["g"], [("m_sct", "expert")]).verdict(RECORDS)]
+    (tmp_path / "t.md").write_text("# T\n\n| a |\n\n## Claims\n\n" + "\n".join(v.line() for v in verdicts) + "\n")
+    (tmp_path / "results.json").write_text(json.dumps({"claims": [v.as_dict() for v in verdicts], "records": []}))
+    text = update_why(tmp_path, {"name": "t", "why": {"x": "latency", "y": "unused"}})
+    assert text.startswith("# T\n\n| a |\n\n## Claims\n")
+    lines = text.splitlines()[-2:]
+    assert lines[0] == verdicts[0].line() + " Why: latency" and lines[1] == verdicts[1].line()
+    assert json.loads((tmp_path / "results.json").read_text())["claims"][0]["why"] == "latency"
