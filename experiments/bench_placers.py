@@ -56,7 +56,8 @@ def run(name: str, graph: OpGraph, cluster: Cluster, options: dict | None = None
     result = simulate(graph, cluster, placement)
     return {"placer": name, "options": options or {}, "graph": graph.name, "ops": graph.num_ops,
             "placement_time": elapsed, "step_time": result.step_time, "oom": result.oom,
-            "peak_memory": [int(b) for b in result.peak_memory]}
+            "peak_memory": [int(b) for b in result.peak_memory],
+            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops)}
 
 
 def timing_table(sizes: list[int], cluster: Cluster) -> list[dict]:

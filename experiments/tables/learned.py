@@ -1,0 +1,102 @@
+"""Learned placers inside the paper tables: each run is an ``rlplace-train`` run
+(``rlplace.apps.train.train_from_config``) on a table setting's graph, with a budget of
+evaluated placements, and the training curve is read back from its ``metrics.csv``."""
+
+from __future__ import annotations
+
+import csv
+import math
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+from omegaconf import OmegaConf
+
+from experiments.tables.common import Context, Setting
+from rlplace.errors import ConfigError
+
+
+def _preset(group: str, name: str) -> Any:
+    path = files("rlplace.conf").joinpath(group, f"{name}.yaml")
+    if not path.is_file():
+        raise ConfigError(f"{group} preset {name!r} is not available in this version")
+    return OmegaConf.load(str(path))
+
+
+def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], budget: int, seed: int,
+                 graph_path: Path, init_checkpoint: str | None = None):
+    """The config ``rlplace-train`` would compose for ``agent=<name>`` with the agent's
+    overrides, this setting's graph (saved to ``graph_path``) and ``budget.placements``."""
+    base = OmegaConf.load(str(files("rlplace.conf").joinpath("train.yaml")))
+    base.pop("defaults")
+    setting.graph.save(graph_path)
+    overrides = {k: v for k, v in agent.items() if k not in ("name", "label")}
+    cfg = OmegaConf.merge(base, {
+        "graph": {"_target_": "rlplace.graph.OpGraph.load", "path": str(graph_path)},
+        "cluster": _preset("cluster", cluster_name), "backend": _preset("backend", "sim"),
+        "agent": OmegaConf.merge(_preset("agent", agent["name"]), overrides),
+        "logger": _preset("logger", "csv"), "seed": seed, "progress": False, "plots": True,
+        "budget": {"placements": int(budget), "seconds": None}, "init_checkpoint": init_checkpoint})
+    return cfg
+
+
+def train_record(setting: Setting, cluster_name: str, agent: Mapping[str, Any], ctx: Context, placer: str,
+                 seed: int | None = None, budget: int | None = None, init_checkpoint: str | None = None,
+                 **extra) -> dict | None:
+    """Train ``agent`` on the setting; a record like a heuristic's (step time of the best
+    placement, evaluated once more) plus the curve. None when the agent is not available in
+    this version (its policy module is missing)."""
+    from rlplace.apps.train import train_from_config
+
+    seed = ctx.seed if seed is None else seed
+    run_dir = ctx.out_dir / "runs" / f"{setting.key}_{placer}_s{seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        cfg = train_config(setting, cluster_name, agent, budget or ctx.budget, seed, run_dir / "graph.json.gz",
+                           init_checkpoint)
+        summary = train_from_config(cfg, run_dir)
+    except ConfigError as exc:
+        if "not available" in str(exc):
+            print(f"{placer} on {setting.key}: {exc}")
+            return None
+        raise
+    final = summary.get("final_evaluation")
+    return {"model": setting.key, "placer": placer, "seed": seed,
+            "step_time": final["step_time"] if final else math.inf, "oom": final is None or final["oom"],
+            "placement_time": summary["seconds"], "evaluated": summary["evaluated"],
+            "curve": read_curve(run_dir / "metrics.csv"), "run_dir": str(run_dir), **extra}
+
+
+def read_curve(path: Path) -> list[list[float]]:
+    """[evaluated placements, best valid step time so far] per update, from metrics.csv."""
+    if not path.is_file():
+        return []
+    with path.open() as f:
+        return [[int(r["step"]), float(r["best_step_time"])] for r in csv.DictReader(f)
+                if math.isfinite(float(r["best_step_time"]))]
+
+
+def plot_curves(records: Sequence[Mapping], heuristics: Sequence[Mapping], labels: Mapping[str, str],
+                path: Path, title: str) -> None:
+    """Best step time vs evaluated placements per learned run, one panel per model, with the
+    heuristics' step times as horizontal lines."""
+    models = list(dict.fromkeys(r["model"] for r in records))
+    if not models:
+        return
+    fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 3.8), squeeze=False)
+    for ax, m in zip(axes[0], models):
+        for k, r in enumerate(x for x in records if x["model"] == m and x.get("curve")):
+            xs, ys = zip(*r["curve"])
+            ax.step(xs, ys, where="post", label=f"{r['placer']} (seed {r.get('seed', 0)})", color=f"C{k}")
+        for k, h in enumerate(x for x in heuristics if x["model"] == m and not x.get("oom")):
+            ax.axhline(h["step_time"], linestyle="--", linewidth=1, color=f"C{(k + 5) % 10}", label=h["placer"])
+        ax.set_xlabel("placements evaluated")
+        ax.set_title(labels.get(m, m), fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("best step time (s)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

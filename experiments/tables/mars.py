@@ -1,0 +1,118 @@
+"""Mars (ICPP'21) §3-4: Table 1 (placer architectures), Table 2 (vs expert, single GPU and the
+other learned placers) and Table 3 (generalization by fine-tuning). Every learned column is an
+``agent`` spec (``conf/agent/<name>.yaml`` plus overrides); an agent whose policy is not in this
+version is reported as not available and its claims are not checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from experiments.tables import claims as C
+from experiments.tables.common import (Context, TableOutput, build_setting, cell, cluster_of, fmt_step, judge,
+                                       paper_value, plot_step_times, run_placers, setting_lines, settings)
+from experiments.tables.learned import plot_curves, train_record
+
+
+def _budget(table: Mapping, ctx: Context) -> int:
+    return int(ctx.budget or table["budget"])
+
+
+def _learned(table: Mapping, ctx: Context, sets) -> tuple[list[dict], list[str]]:
+    """One training run per (setting, learned column); the columns that were not available."""
+    records, missing = [], []
+    for label, agent in table["agents"].items():
+        for s in sets:
+            r = train_record(s, table["cluster"], agent, ctx, placer=label, budget=_budget(table, ctx))
+            if r is None:
+                missing.append(label)
+                break
+            records.append(r)
+    return records, missing
+
+
+def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: list[dict], missing: list[str],
+           claims, extra=()) -> TableOutput:
+    columns = [*table.get("placers", []), *table["agents"]]
+    records = heuristics + learned
+    rows = [[s.label, *(("n/a (agent not available)" if p in missing else
+                         cell(fmt_step(C.find(records, s.key, p)), paper_value(table, s.key, p))) for p in columns)]
+            for s in sets]
+    labels = {s.key: s.label for s in sets}
+    out = TableOutput(table["name"], table["title"],
+                      setting_lines(table, sets, cluster_of(table), ctx,
+                                    [f"learned: {_budget(table, ctx)} evaluated placements per run", *extra]),
+                      ["model", *columns], rows, records, judge(claims, records, table),
+                      ["Cells: ours (paper), seconds."]
+                      + ([f"Not available in this version: {', '.join(missing)}."] if missing else []))
+    if ctx.plots and records:
+        plot_step_times(records, labels, ctx.out_dir / "step_times.png", table["title"], columns)
+        out.figures.append("step_times.png")
+        if learned:
+            plot_curves(learned, heuristics, labels, ctx.out_dir / "curves.png", f"{table['title']}: training curves")
+            out.figures.append("curves.png")
+    return out
+
+
+def table1(table: Mapping, ctx: Context) -> TableOutput:
+    """Placer architectures behind the same graph encoder: seq2seq, Transformer-XL, segment-level seq2seq."""
+    sets = settings(table)
+    learned, missing = _learned(table, ctx, sets)
+    keys = [s.key for s in sets]
+    claims = [
+        C.no_slower("segment_le_seq2seq", "the segment-level placer is no slower than seq2seq on every model",
+                    keys, [("seq2seq (segment)", "seq2seq")]),
+        C.no_slower("segment_le_trfxl_bert", "the segment-level placer is no slower than Transformer-XL on BERT "
+                    "(paper: 9.821 vs 11.363 s)", [k for k in keys if k == "bert"], [("seq2seq (segment)", "trf-xl")]),
+    ]
+    return _table(table, ctx, sets, [], learned, missing, claims)
+
+
+def table2(table: Mapping, ctx: Context) -> TableOutput:
+    """Best placements of expert, single GPU, grouper-placer, encoder-placer, Mars and Mars without pre-training."""
+    sets = settings(table)
+    heuristics = [r for s in sets for r in run_placers(s, cluster_of(table), table["placers"], table)]
+    learned, missing = _learned(table, ctx, sets)
+    big = [s.key for s in sets if s.key in ("gnmt4", "bert")]
+    claims = [
+        C.no_slower("mars_le_rivals", "Mars is no slower than grouper-placer and encoder-placer on GNMT-4 and BERT",
+                    big, [("mars", "grouper-placer"), ("mars", "encoder-placer")]),
+        C.no_slower("pretraining_helps", "Mars is no slower than Mars without pre-training",
+                    [s.key for s in sets], [("mars", "mars (no pre-training)")]),
+        C.faster("learned_beat_expert_gnmt", "all learned placers beat the expert on GNMT-4 (paper: 13.4–17.0%)",
+                 [k for k in big if k == "gnmt4"], [(p, "expert") for p in table["agents"]]),
+    ]
+    return _table(table, ctx, sets, heuristics, learned, missing, claims)
+
+
+def table3(table: Mapping, ctx: Context) -> TableOutput:
+    """Generalization: train on a source workload, fine-tune ``finetune`` placements on the
+    unseen one; against training directly on it with the same total number of placements."""
+    sets = settings(table)
+    device = table.get("cost", {}).get("device")
+    agent = table["agent"]
+    budget = _budget(table, ctx)
+    finetune = min(int(table["finetune"]), budget)
+    learned, missing = [], []
+    for s in sets:
+        direct = train_record(s, table["cluster"], agent, ctx, placer="direct", budget=budget + finetune)
+        if direct is None:
+            missing = ["direct", "similar", "different"]
+            break
+        learned.append(direct)
+        for kind in ("similar", "different"):
+            source = build_setting(s.spec[kind], device)
+            src = train_record(source, table["cluster"], agent, ctx, placer=f"source for {s.key}", budget=budget)
+            tuned = train_record(s, table["cluster"], agent, ctx, placer=kind, budget=finetune,
+                                 init_checkpoint=str(Path(src["run_dir"]) / "checkpoint.pt"), source=source.key)
+            learned.append(tuned)
+    keys = [s.key for s in sets]
+    claims = [
+        C.no_slower("direct_best", "training directly is no slower than generalizing", keys,
+                    [("direct", "similar"), ("direct", "different")]),
+        C.no_slower("similar_le_different", "generalizing from a similar workload is no slower than from a different one",
+                    keys, [("similar", "different")]),
+    ]
+    shown = dict(table, agents={"direct": agent, "similar": agent, "different": agent})
+    return _table(shown, ctx, sets, [], learned, missing, claims,
+                  [f"generalized: {budget} placements on the source, then {finetune} on the target"])

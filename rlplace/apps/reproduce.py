@@ -1,0 +1,101 @@
+"""rlplace-reproduce: reproduce one table of one of the four papers and write it beside the
+paper's numbers, with the claims' verdicts.
+
+    rlplace-reproduce table=baechi_table3                 # full mode, paper sizes
+    rlplace-reproduce table=baechi_table3 mode=smoke      # tiny graphs, seconds
+    rlplace-reproduce table=hp_table1 budget=200          # learned tables: placements per run
+    rlplace-reproduce table=celeritas_table3 record=true  # also copy to experiments/results/tables/
+    rlplace-reproduce table=baechi_table3 why_only=true   # recorded run: refresh the `why` notes only
+
+Tables are configs in ``conf/table/``; their code lives in ``experiments/tables/`` (one module per
+paper), so this app runs from a source checkout. Writes ``<table>.md``, ``results.json`` and the
+figures into the Hydra run directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from importlib import import_module
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+import rlplace
+from rlplace.apps.common import run_app, user_errors
+from rlplace.errors import ConfigError
+
+PROG = "rlplace-reproduce"
+MODES = ("full", "smoke")
+
+
+def repo_root() -> Path:
+    """The checkout holding ``experiments/tables`` (put on sys.path so it imports)."""
+    root = Path(rlplace.__file__).resolve().parents[1]
+    if not (root / "experiments" / "tables").is_dir():
+        raise ConfigError(f"{PROG} needs a source checkout: no experiments/tables beside {root / 'rlplace'}")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return root
+
+
+def table_config(cfg: DictConfig) -> dict:
+    """The table config as a dict, with its ``smoke`` section merged in when mode=smoke."""
+    if cfg.mode not in MODES:
+        raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {cfg.mode!r}")
+    table = OmegaConf.create(OmegaConf.to_container(cfg.table, resolve=True))
+    smoke = table.pop("smoke", None)
+    if cfg.mode == "smoke" and smoke is not None:
+        table = OmegaConf.merge(table, smoke)
+    table = OmegaConf.to_container(table)
+    for key in ("name", "run", "title"):
+        if key not in table:
+            raise ConfigError(f"table.{key} is missing")
+    return table
+
+
+def reproduce(cfg: DictConfig, out_dir: Path):
+    root = repo_root()
+    from experiments.tables.common import Context, update_why
+
+    table = table_config(cfg)
+    if cfg.why_only:
+        recorded = root / "experiments" / "results" / "tables" / table["name"]
+        if not (recorded / "results.json").is_file():
+            raise ConfigError(f"why_only: no recorded run in {recorded}")
+        print(update_why(recorded, table))
+        return None
+    module, _, func = table["run"].partition(":")
+    try:
+        fn = getattr(import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"table.run: cannot load {table['run']!r} ({exc})") from None
+    ctx = Context(mode=cfg.mode, seed=cfg.seed, out_dir=out_dir, budget=cfg.budget, plots=cfg.plots)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    output = fn(table, ctx)
+    output.write(out_dir)
+    print(output.markdown())
+    if cfg.record:
+        dest = root / "experiments" / "results" / "tables" / table["name"]
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in [f"{table['name']}.md", "results.json", *output.figures]:
+            shutil.copy(out_dir / name, dest / name)
+        print(f"recorded in {dest}")
+    print(f"results in {out_dir}")
+    return output
+
+
+@hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="reproduce")
+def _hydra_main(cfg: DictConfig) -> None:
+    with user_errors(PROG):
+        reproduce(cfg, Path(HydraConfig.get().runtime.output_dir))
+
+
+def main() -> None:
+    run_app(_hydra_main)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""rlplace-reproduce: every table config in smoke mode, the claim checker on fabricated records,
+and Hydra sweeps (a two-job joblib multirun gathered by experiments/summarize.py)."""
+
+import json
+import subprocess
+import sys
+from importlib.resources import files
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+
+from experiments import summarize  # noqa: E402
+from experiments.tables import claims as C  # noqa: E402
+from experiments.tables.baechi import _balance, _slowdown  # noqa: E402
+from rlplace.apps.reproduce import reproduce, table_config  # noqa: E402
+from rlplace.errors import ConfigError  # noqa: E402
+
+TABLES = sorted(p.name.removesuffix(".yaml") for p in files("rlplace.conf").joinpath("table").iterdir()
+                if p.name.endswith(".yaml"))
+
+
+def rec(model, placer, step_time, oom=False, **extra):
+    return {"model": model, "placer": placer, "step_time": step_time, "oom": oom, **extra}
+
+
+# ----------------------------------------------------------------------------- claims
+RECORDS = [rec("g", "single", 0.250), rec("g", "expert", 0.214), rec("g", "m_etf", 0.224),
+           rec("g", "m_sct", 0.212), rec("g", "m_topo", 0.265), rec("g", "big", 1.0, oom=True),
+           rec("h", "single", 0.1, oom=True), rec("h", "m_sct", 0.3)]
+
+
+def test_faster_and_slower_follow_the_step_times():
+    assert C.faster("a", "", ["g"], [("m_etf", "single"), ("m_sct", "single")]).verdict(RECORDS).holds is True
+    assert C.faster("a", "", ["g"], [("m_etf", "single")], margin=0.2).verdict(RECORDS).holds is False  # 10.4% only
+    assert C.faster("a", "", ["g"], [("m_etf", "expert")]).verdict(RECORDS).holds is False
+    assert C.slower("a", "", ["g"], [("m_topo", "m_etf"), ("m_topo", "m_sct")]).verdict(RECORDS).holds is True
+    assert C.slower("a", "", ["g"], [("m_etf", "m_topo")]).verdict(RECORDS).holds is False
+
+
+def test_within_uses_a_two_sided_tolerance():
+    v = C.within("a", "", ["g"], [("m_etf", "expert"), ("m_sct", "expert")], 0.07).verdict(RECORDS)
+    assert v.holds is True and "+4.7%" in v.numbers and "-0.9%" in v.numbers
+    assert C.within("a", "", ["g"], [("m_etf", "expert")], 0.04).verdict(RECORDS).holds is False
+    assert C.within("a", "", ["g"], [("m_sct", "expert")], 0.04).verdict(RECORDS).holds is True
+
+
+def test_an_oom_counts_as_infinitely_slow():
+    assert C.faster("a", "", ["h"], [("m_sct", "single")]).verdict(RECORDS).holds is True
+    assert C.faster("a", "", ["h"], [("single", "m_sct")]).verdict(RECORDS).holds is False
+    assert C.no_slower("a", "", ["g"], [("big", "single")]).verdict(RECORDS).holds is False
+    assert C.within("a", "", ["g"], [("big", "big")], 0.5).verdict(RECORDS).holds is False  # inf / inf
+
+
+def test_oom_and_value_claims():
+    assert C.oom("a", "", [("h", "single"), ("g", "big")]).verdict(RECORDS).holds is True
+    assert C.oom("a", "", [("h", "single"), ("g", "single")]).verdict(RECORDS).holds is False
+    assert C.oom("a", "", [("g", "m_sct"), ("h", "m_sct")], expected=False).verdict(RECORDS).holds is True
+    v = C.value_between("a", "", [("g", "m_sct")], lambda r: r["step_time"], low=0.2, high=0.22).verdict(RECORDS)
+    assert v.holds is True
+    assert C.value_between("a", "", [("g", "m_topo")], lambda r: r["step_time"], high=0.22).verdict(RECORDS).holds is False
+
+
+def test_missing_records_and_empty_settings_are_not_checked():
+    assert C.faster("a", "", ["g"], [("hrl", "single")]).verdict(RECORDS).holds is None
+    assert C.faster("a", "", [], [("m_sct", "single")]).verdict(RECORDS).holds is None
+    assert C.oom("a", "", []).verdict(RECORDS).holds is None
+
+
+def test_verdict_lines_carry_the_status_the_numbers_and_why():
+    claim = C.faster("x", "m-ETF beats expert", ["g"], [("m_etf", "expert")])
+    v = claim.verdict(RECORDS, {"x": "transfers dominate"})
+    assert v.line().startswith("- **does not hold** — m-ETF beats expert: g: m_etf 0.224 s vs expert 0.214 s")
+    assert v.line().endswith("Why: transfers dominate")
+    ok = C.faster("y", "m-SCT beats expert", ["g"], [("m_sct", "expert")]).verdict(RECORDS, {"y": "unused"})
+    assert ok.line().startswith("- **holds**") and "Why" not in ok.line()
+
+
+def test_baechi_table4_slowdown_and_fig9_balance_checks():
+    records = [rec("i", "m_sct", 0.30, memory=0.3), rec("i", "m_sct", 0.27, memory=1.0),
+               rec("g", "m_sct", 0.20, memory=0.3), rec("g", "m_sct", 0.20, memory=1.0)]
+    assert _slowdown(["i", "g"], ["m_sct"], 0.3, 0.14)(records)[0] is True   # +11.1%, +0%
+    assert _slowdown(["i", "g"], ["m_sct"], 0.3, 0.10)(records)[0] is False
+    records[0]["oom"] = True
+    assert _slowdown(["i"], ["m_sct"], 0.3, 0.14)(records)[0] is False
+    balance = [rec("i", "m_sct", 1, peak_fraction=[0.9, 0.8, 0.05, 0.05]),
+               rec("g", "m_sct", 1, peak_fraction=[0.5, 0.6, 0.5, 0.55])]
+    assert _balance(["i"], ["g"])(balance)[0] is True
+    assert _balance(["g"], ["i"])(balance)[0] is False
+
+
+# ----------------------------------------------------------------------------- tables, smoke mode
+@pytest.fixture(scope="module")
+def graph_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("graphs")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", TABLES)
+def test_every_table_runs_in_smoke_mode(table, tmp_path, graph_cache, monkeypatch):
+    monkeypatch.setenv("RLPLACE_CACHE", str(graph_cache))
+    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+        cfg = compose("reproduce", overrides=[f"table={table}", "mode=smoke"])
+    out = reproduce(cfg, tmp_path)
+    text = (tmp_path / f"{table}.md").read_text()
+    assert "## Claims" in text and "- mode: smoke" in text
+    assert ("backend: sim" in text) == (table != "celeritas_table5")  # Table 5 profiles TensorFlow instead
+    assert len(out.verdicts) >= 1
+    for v in out.verdicts:
+        assert v.line() in text
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["table"] == table and len(results["claims"]) == len(out.verdicts)
+    for figure in out.figures:
+        assert (tmp_path / figure).stat().st_size > 0
+
+
+def test_smoke_mode_merges_the_smoke_section_and_bad_modes_are_config_errors():
+    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+        full = table_config(compose("reproduce", overrides=["table=baechi_table3"]))
+        smoke = table_config(compose("reproduce", overrides=["table=baechi_table3", "mode=smoke"]))
+        bad = compose("reproduce", overrides=["table=baechi_table3", "mode=fast"])
+    assert "smoke" not in full and len(full["models"]) == 7
+    assert [m["knobs"]["batch_size"] for m in smoke["models"]] == [2, 4]
+    assert smoke["paper"] == full["paper"]
+    with pytest.raises(ConfigError, match="mode"):
+        table_config(bad)
+
+
+def test_cli_unknown_table_exits_2(tmp_path, rlplace_cli):
+    result = subprocess.run([*rlplace_cli("reproduce"), "table=nope", f"hydra.run.dir={tmp_path}"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+
+
+# ----------------------------------------------------------------------------- sweeps
+@pytest.mark.slow
+def test_joblib_multirun_of_two_jobs_is_gathered_by_the_summary(tmp_path, rlplace_cli):
+    sweep = tmp_path / "multirun"
+    result = subprocess.run([*rlplace_cli("compare"), "--multirun", "graph=layered", "graph.num_ops=60", "seed=0,1",
+                             "placers=[single,round_robin]", "plots=false", "hydra/launcher=local",
+                             f"hydra.sweep.dir={sweep}"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = summarize.summarize(sweep)
+    assert sorted(s["placer"] for s in summary) == ["round_robin", "single"]
+    for s in summary:
+        assert s["runs"] == 2 and s["seeds"] == ["0", "1"] and s["step_time_mean"] > 0
+        assert s["step_time_std"] > 0  # the seeds make different layered graphs
+    summarize.main([str(sweep)])
+    assert "± " in (sweep / "summary.md").read_text()
+
+
+def test_summary_groups_train_runs_by_everything_but_the_seed(tmp_path):
+    for job, (seed, layers, t) in enumerate([(0, 2, 0.010), (1, 2, 0.014), (0, 4, 0.020)]):
+        d = tmp_path / str(job)
+        (d / ".hydra").mkdir(parents=True)
+        (d / ".hydra" / "overrides.yaml").write_text(f"- agent=hierarchical\n- seed={seed}\n- graph.num_layers={layers}\n")
+        (d / "results.json").write_text(json.dumps({"final_evaluation": {"step_time": t, "oom": False},
+                                                    "seconds": 1.0, "evaluated": 8}))
+    rows = {s["setting"]["graph.num_layers"]: s for s in summarize.summarize(tmp_path)}
+    assert rows["2"]["runs"] == 2 and rows["2"]["step_time_mean"] == pytest.approx(0.012)
+    assert rows["2"]["step_time_std"] == pytest.approx(0.0028284, rel=1e-4)
+    assert rows["4"]["runs"] == 1 and rows["4"]["step_time_std"] == 0.0
+
+
+def test_slurm_launcher_config_composes(rlplace_cli):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    result = subprocess.run([*rlplace_cli("train"), "--cfg", "hydra", "hydra/launcher=slurm"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "SlurmLauncher" in result.stdout and "timeout_min: 240" in result.stdout
+
+
+def test_update_why_rewrites_only_the_notes_of_a_recorded_run(tmp_path):
+    from experiments.tables.common import update_why
+
+    verdicts = [C.faster("x", "m-ETF beats expert", ["g"], [("m_etf", "expert")]).verdict(RECORDS),
+                C.faster("y", "m-SCT beats expert", ["g"], [("m_sct", "expert")]).verdict(RECORDS)]
+    (tmp_path / "t.md").write_text("# T\n\n| a |\n\n## Claims\n\n" + "\n".join(v.line() for v in verdicts) + "\n")
+    (tmp_path / "results.json").write_text(json.dumps({"claims": [v.as_dict() for v in verdicts], "records": []}))
+    text = update_why(tmp_path, {"name": "t", "why": {"x": "latency", "y": "unused"}})
+    assert text.startswith("# T\n\n| a |\n\n## Claims\n")
+    lines = text.splitlines()[-2:]
+    assert lines[0] == verdicts[0].line() + " Why: latency" and lines[1] == verdicts[1].line()
+    assert json.loads((tmp_path / "results.json").read_text())["claims"][0]["why"] == "latency"
