@@ -24,12 +24,16 @@ class Sample:
     probability of the whole placement j under the policy as sampled (the sum over all its
     decisions, grouping decisions included), with its graph, so REINFORCE can differentiate it.
     ``extras`` holds what ``log_prob`` needs to score the same placements again (for example the
-    Hierarchical Planner's sampled grouping), one leading dimension of size k per tensor."""
+    Hierarchical Planner's sampled grouping), one leading dimension of size k per tensor.
+    ``unit_log_probs[j, u]``, given by policies that decide unit by unit, is the log probability
+    of unit u's decision in placement j (given the decisions before it); it sums to
+    ``log_probs[j]``. PPO clips a ratio per decision when it is given, per placement otherwise."""
 
     actions: torch.Tensor
     log_probs: torch.Tensor
     entropy: torch.Tensor
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    unit_log_probs: torch.Tensor | None = None
 
 
 @runtime_checkable
@@ -39,7 +43,9 @@ class Policy(Protocol):
 
     def log_prob(self, actions: torch.Tensor, extras: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(log probability [k], entropy [k]) of given placements under the current weights:
-        PPO's re-evaluation and behaviour cloning use it."""
+        PPO's re-evaluation and behaviour cloning use it. A policy whose samples carry
+        ``unit_log_probs`` also takes ``per_unit=True`` and then returns both per unit, [k, U]
+        (entropy of each decision's distribution), summing over U to the default's."""
 
     def greedy(self) -> torch.Tensor:
         """The most likely placement, [num_units] device indices."""

@@ -26,7 +26,9 @@ units in which each unit attends to its own segment and the previous one (the se
 Transformer-XL, which GDP uses), and one softmax per unit, all units decided in parallel.
 
 Sampling uses the Gumbel-max trick on noise drawn from a ``torch.Generator``, so a seed fixes
-every placement. ``log_probs`` and ``entropy`` of a placement are sums over its units.
+every placement. ``log_probs`` and ``entropy`` of a placement are sums over its units; the
+per-unit terms are kept too (``Sample.unit_log_probs``, ``log_prob(..., per_unit=True)``) for
+PPO's per-decision ratios.
 """
 
 from __future__ import annotations
@@ -232,23 +234,22 @@ class MarsPolicy(nn.Module):
 
     def _decide(self, k: int, actions: torch.Tensor | None = None,
                 noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(actions, log_probs, entropy) of k placements: teacher-forced or chosen by noise."""
+        """(actions, log_probs, entropy) of k placements, the last two per unit [k, U]:
+        teacher-forced or chosen by noise."""
         embeddings = self.encoder(self.x, self.edge_index)
         chosen, logits = self.placer(embeddings, k, actions, noise)
         log_p = torch.log_softmax(logits, dim=-1)
-        log_probs = log_p.gather(-1, chosen[..., None])[..., 0].sum(dim=1)
-        entropy = -(log_p.exp() * log_p).sum(dim=-1).sum(dim=1)
-        return chosen, log_probs, entropy
+        return chosen, log_p.gather(-1, chosen[..., None])[..., 0], -(log_p.exp() * log_p).sum(dim=-1)
 
     def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
         uniform = torch.rand(k, self.num_units, self.num_devices, generator=generator).clamp_min(1e-20)
         actions, log_probs, entropy = self._decide(k, noise=-torch.log(-torch.log(uniform)))
-        return Sample(actions, log_probs, entropy)
+        return Sample(actions, log_probs.sum(dim=1), entropy.sum(dim=1), unit_log_probs=log_probs)
 
-    def log_prob(self, actions: torch.Tensor, extras: dict[str, torch.Tensor] | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_prob(self, actions: torch.Tensor, extras: dict[str, torch.Tensor] | None = None,
+                 per_unit: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         _, log_probs, entropy = self._decide(actions.shape[0], actions=actions.long())
-        return log_probs, entropy
+        return (log_probs, entropy) if per_unit else (log_probs.sum(dim=1), entropy.sum(dim=1))
 
     @torch.no_grad()
     def greedy(self) -> torch.Tensor:
