@@ -196,3 +196,20 @@ def test_behaviour_cloning_reproduces_a_heuristic_placement(env):
         stats = behaviour_clone(policy, actions, WarmStartConfig(bc_lr=0.05, bc_steps=200))
         assert stats["bc_accuracy"] >= 0.95
         assert float((policy.greedy() == actions).float().mean()) >= 0.95
+
+
+def test_learning_rate_schedule_of_the_authors_code(env):
+    from rlplace.agents.algos.reinforce import ReinforceConfig, learning_rate
+    c = ReinforceConfig()
+    assert [learning_rate(c, u) for u in (0, 399, 400, 449)] == [0.1] * 4
+    assert learning_rate(c, 450) == pytest.approx(0.095)
+    assert learning_rate(c, 499) == pytest.approx(0.095)
+    assert learning_rate(c, 550) == pytest.approx(0.1 * 0.95 ** 3)
+    assert learning_rate(ReinforceConfig(lr_decay=1.0), 10_000) == 0.1
+    policy = make_policy("hierarchical", env, seed=0, **TINY)
+    algorithm = make_algorithm("reinforce", policy, lr_decay_start=1, lr_decay_every=1, lr_decay=0.5)
+    gen = torch.Generator().manual_seed(0)
+    lrs = [algorithm.update(policy, Batch(policy.sample(2, gen), -torch.rand(2), torch.ones(2),
+                                          torch.ones(2, dtype=torch.bool)))["lr"] for _ in range(3)]
+    assert lrs == [0.1, 0.05, 0.025]
+    assert algorithm.optimizer.param_groups[0]["lr"] == 0.025
