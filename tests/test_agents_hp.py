@@ -213,3 +213,14 @@ def test_learning_rate_schedule_of_the_authors_code(env):
                                           torch.ones(2, dtype=torch.bool)))["lr"] for _ in range(3)]
     assert lrs == [0.1, 0.1, 0.05]  # TF staircase: decay^0 at the start step itself
     assert algorithm.optimizer.param_groups[0]["lr"] == 0.05
+
+
+def test_additive_attention_scores_match_the_formula_and_its_gradient(monkeypatch):
+    from rlplace.agents.policies.seq2seq import AdditiveScores
+    monkeypatch.setattr(AdditiveScores, "CHUNK", 2 * 5 * 3 * 2)  # two steps per block: several blocks
+    gen = torch.Generator().manual_seed(0)
+    keys, queries, v = (torch.randn(*shape, generator=gen, dtype=torch.double, requires_grad=True)
+                        for shape in ((2, 5, 3), (2, 7, 3), (3,)))
+    torch.testing.assert_close(AdditiveScores.apply(keys, queries, v),
+                               torch.tanh(keys.unsqueeze(1) + queries.unsqueeze(2)) @ v)
+    assert torch.autograd.gradcheck(AdditiveScores.apply, (keys, queries, v))

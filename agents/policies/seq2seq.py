@@ -120,7 +120,7 @@ class AttentionDecoder(nn.Module):
 
     def _log_probs(self, hidden, keys, memory_mask, action_mask, logit_noise) -> torch.Tensor:
         """Log probabilities [B, S, A] of the actions at decoder outputs ``hidden`` [B, S, H]."""
-        scores = self.v(torch.tanh(keys.unsqueeze(1) + self.w_query(hidden).unsqueeze(2))).squeeze(3)  # [B, S, M]
+        scores = AdditiveScores.apply(keys, self.w_query(hidden), self.v.weight[0])  # [B, S, M]
         if memory_mask is not None:
             scores = scores.masked_fill(~memory_mask.unsqueeze(1), float("-inf"))
         context = torch.softmax(scores, dim=2) @ keys  # [B, S, H]
@@ -132,6 +132,39 @@ class AttentionDecoder(nn.Module):
         if action_mask is not None:
             logits = logits.masked_fill(~action_mask, float("-inf"))
         return torch.log_softmax(logits, dim=2)
+
+
+class AdditiveScores(torch.autograd.Function):
+    """``scores[b, s, m] = v · tanh(keys[b, m] + queries[b, s])``, computed a few steps at a time
+    and recomputed in the backward pass, so the [B, S, M, H] activations never exist whole:
+    for a 256-step decoder over 256 groups they would be hundreds of MB, and moving them
+    through memory, not arithmetic, would bound the time."""
+
+    CHUNK = 2 ** 20  # elements of one [B, s, M, H] block
+
+    @staticmethod
+    def forward(ctx, keys, queries, v):
+        ctx.save_for_backward(keys, queries, v)
+        return torch.cat([torch.tanh(keys.unsqueeze(1) + q.unsqueeze(2)) @ v for q in _chunks(keys, queries)], dim=1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        keys, queries, v = ctx.saved_tensors
+        grad_keys, grad_v, grad_queries, start = torch.zeros_like(keys), torch.zeros_like(v), [], 0
+        for q in _chunks(keys, queries):
+            t = torch.tanh(keys.unsqueeze(1) + q.unsqueeze(2))  # [B, s, M, H]
+            g = grad[:, start:start + q.shape[1]].unsqueeze(3)  # [B, s, M, 1]
+            start += q.shape[1]
+            grad_v += (g * t).sum((0, 1, 2))
+            d = g * v * (1 - t * t)
+            grad_queries.append(d.sum(2))
+            grad_keys += d.sum(1)
+        return grad_keys, torch.cat(grad_queries, dim=1), grad_v
+
+
+def _chunks(keys: torch.Tensor, queries: torch.Tensor):
+    B, M, H = keys.shape
+    return queries.split(max(1, AdditiveScores.CHUNK // (B * M * H)), dim=1)
 
 
 def _layer(state: State) -> State:
