@@ -224,3 +224,13 @@ def test_additive_attention_scores_match_the_formula_and_its_gradient(monkeypatc
     torch.testing.assert_close(AdditiveScores.apply(keys, queries, v),
                                torch.tanh(keys.unsqueeze(1) + queries.unsqueeze(2)) @ v)
     assert torch.autograd.gradcheck(AdditiveScores.apply, (keys, queries, v))
+
+
+def test_decoder_step_loop_matches_the_fused_lstm():
+    torch.manual_seed(0)
+    dec = AttentionDecoder(3, 6, 6)
+    x, h, c = torch.randn(2, 6), torch.randn(2, 6), torch.randn(2, 6)
+    out, (h1, c1) = dec.lstm(x.unsqueeze(1), (h.unsqueeze(0), c.unsqueeze(0)))
+    h2, c2 = dec._cell(x, h, c)
+    torch.testing.assert_close(h2, h1[0])
+    torch.testing.assert_close(c2, c1[0])
