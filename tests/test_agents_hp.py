@@ -196,3 +196,41 @@ def test_behaviour_cloning_reproduces_a_heuristic_placement(env):
         stats = behaviour_clone(policy, actions, WarmStartConfig(bc_lr=0.05, bc_steps=200))
         assert stats["bc_accuracy"] >= 0.95
         assert float((policy.greedy() == actions).float().mean()) >= 0.95
+
+
+def test_learning_rate_schedule_of_the_authors_code(env):
+    from rlplace.agents.algos.reinforce import ReinforceConfig, learning_rate
+    c = ReinforceConfig()
+    assert [learning_rate(c, u) for u in (0, 399, 400, 449)] == [0.1] * 4
+    assert learning_rate(c, 450) == pytest.approx(0.095)
+    assert learning_rate(c, 499) == pytest.approx(0.095)
+    assert learning_rate(c, 550) == pytest.approx(0.1 * 0.95 ** 3)
+    assert learning_rate(ReinforceConfig(lr_decay=1.0), 10_000) == 0.1
+    policy = make_policy("hierarchical", env, seed=0, **TINY)
+    algorithm = make_algorithm("reinforce", policy, lr_decay_start=1, lr_decay_every=1, lr_decay=0.5)
+    gen = torch.Generator().manual_seed(0)
+    lrs = [algorithm.update(policy, Batch(policy.sample(2, gen), -torch.rand(2), torch.ones(2),
+                                          torch.ones(2, dtype=torch.bool)))["lr"] for _ in range(3)]
+    assert lrs == [0.1, 0.1, 0.05]  # TF staircase: decay^0 at the start step itself
+    assert algorithm.optimizer.param_groups[0]["lr"] == 0.05
+
+
+def test_additive_attention_scores_match_the_formula_and_its_gradient(monkeypatch):
+    from rlplace.agents.policies.seq2seq import AdditiveScores
+    monkeypatch.setattr(AdditiveScores, "CHUNK", 2 * 5 * 3 * 2)  # two steps per block: several blocks
+    gen = torch.Generator().manual_seed(0)
+    keys, queries, v = (torch.randn(*shape, generator=gen, dtype=torch.double, requires_grad=True)
+                        for shape in ((2, 5, 3), (2, 7, 3), (3,)))
+    torch.testing.assert_close(AdditiveScores.apply(keys, queries, v),
+                               torch.tanh(keys.unsqueeze(1) + queries.unsqueeze(2)) @ v)
+    assert torch.autograd.gradcheck(AdditiveScores.apply, (keys, queries, v))
+
+
+def test_decoder_step_loop_matches_the_fused_lstm():
+    torch.manual_seed(0)
+    dec = AttentionDecoder(3, 6, 6)
+    x, h, c = torch.randn(2, 6), torch.randn(2, 6), torch.randn(2, 6)
+    out, (h1, c1) = dec.lstm(x.unsqueeze(1), (h.unsqueeze(0), c.unsqueeze(0)))
+    h2, c2 = dec._cell(x, h, c)
+    torch.testing.assert_close(h2, h1[0])
+    torch.testing.assert_close(c2, c1[0])

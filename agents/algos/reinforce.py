@@ -10,7 +10,8 @@ One update, top to bottom:
   3. loss = -mean_j A_j · log p(placement_j) - entropy_coef · mean_j H_j. For the Hierarchical
      Planner log p = log p(grouping) + log p(devices | grouping), which gives the gradients of
      Eqs. 4 and 6 for the Grouper and the Placer at once;
-  4. Adam step on the gradient clipped to global norm ``max_grad_norm``;
+  4. Adam step on the gradient clipped to global norm ``max_grad_norm``, at the learning rate
+     of ``learning_rate(update)``: fixed, then decayed in steps as in the authors' code;
   5. B <- decay · B + (1 - decay) · mean_j R_j over the kept samples.
 """
 
@@ -27,7 +28,10 @@ from rlplace.errors import ConfigError
 
 @dataclass
 class ReinforceConfig:
-    lr: float = 0.1                      # Adam, fixed learning rate: HP §3 "Training Details"
+    lr: float = 0.1                      # Adam, initial learning rate: HP §3 "Training Details"
+    lr_decay: float = 0.95               # the paper is silent; the authors' code (lr_dec, start_decay_step,
+    lr_decay_start: int = 400            # decay_steps) multiplies the lr by 0.95 every 50 updates after
+    lr_decay_every: int = 50             # update 400 (staircase); lr_decay = 1 keeps it fixed
     max_grad_norm: float = 1.0           # gradient clipping: HP §3
     baseline_decay: float = 0.9          # EMA baseline (HP §2); 0.9 is bl_dec of the authors' code
     valid_only_after: int | None = 500   # HP §3; None: always learn from every sample
@@ -61,6 +65,8 @@ class Reinforce:
         log_probs, entropy = batch.sample.log_probs[keep], batch.sample.entropy[keep]
         loss = -(advantage * log_probs).mean() - c.entropy_coef * entropy.mean()
 
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(c, self.updates - 1)
         self.optimizer.zero_grad()
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), c.max_grad_norm)
@@ -68,7 +74,7 @@ class Reinforce:
 
         self.baseline = c.baseline_decay * baseline + (1 - c.baseline_decay) * float(rewards.mean())
         return {"loss": loss.item(), "baseline": self.baseline, "advantage": float(advantage.mean()),
-                "grad_norm": float(grad_norm), "kept": float(keep.sum())}
+                "grad_norm": float(grad_norm), "kept": float(keep.sum()), "lr": learning_rate(c, self.updates - 1)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "baseline": self.baseline, "updates": self.updates}
@@ -76,6 +82,15 @@ class Reinforce:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.baseline, self.updates = state["baseline"], state["updates"]
+
+
+def learning_rate(config: ReinforceConfig, update: int) -> float:
+    """The learning rate of update ``update`` (0-based): ``lr`` until ``lr_decay_start``, then
+    ``lr · lr_decay^floor((update - lr_decay_start) / lr_decay_every)`` (TF exponential_decay,
+    staircase, as the HP authors' code uses it)."""
+    if update < config.lr_decay_start:
+        return config.lr
+    return config.lr * config.lr_decay ** ((update - config.lr_decay_start) // config.lr_decay_every)
 
 
 def _nan_if_none(value: float | None) -> float:
