@@ -117,26 +117,20 @@ def no_slower(id: str, text: str, models: Sequence[str], pairs: Sequence[tuple[s
 
 def oom(id: str, text: str, cases: Sequence[tuple[str, str]], expected: bool = True, **where) -> Claim:
     """Every (model, placer) runs out of memory (``expected``) or fits (not ``expected``)."""
-
-    def check(records: Records) -> tuple[bool | None, str]:
-        if not cases:
-            return None, "no such setting in this run"
-        parts, ok = [], True
-        for m, p in cases:
-            r = find(records, m, p, **where)
-            if r is None:
-                return None, f"no record of {p} on {m}"
-            ok &= bool(r.get("oom")) == expected
-            parts.append(f"{m}: {p} {step(r)}")
-        return ok, "; ".join(parts)
-
-    return Claim(id, text, check)
+    return Claim(id, text, _each_case(cases, where, lambda r: bool(r.get("oom")) == expected, step))
 
 
 def value_between(id: str, text: str, cases: Sequence[tuple[str, str]], value: Callable[[Mapping], float],
                   low: float = float("-inf"), high: float = float("inf"), fmt: str = "{:.3g}",
                   **where) -> Claim:
     """``low <= value(record) <= high`` for every (model, placer); ``value`` may read any field."""
+    return Claim(id, text, _each_case(cases, where, lambda r: low <= value(r) <= high,
+                                      lambda r: fmt.format(value(r))))
+
+
+def _each_case(cases: Sequence[tuple[str, str]], where: Mapping, test: Callable[[Mapping], bool],
+               describe: Callable[[Mapping], str]) -> Callable[[Records], tuple[bool | None, str]]:
+    """A check that ``test`` holds for the record of every (model, placer) in ``cases``."""
 
     def check(records: Records) -> tuple[bool | None, str]:
         if not cases:
@@ -146,12 +140,11 @@ def value_between(id: str, text: str, cases: Sequence[tuple[str, str]], value: C
             r = find(records, m, p, **where)
             if r is None:
                 return None, f"no record of {p} on {m}"
-            v = value(r)
-            ok &= low <= v <= high
-            parts.append(f"{m}: {p} {fmt.format(v)}")
+            ok &= test(r)
+            parts.append(f"{m}: {p} {describe(r)}")
         return ok, "; ".join(parts)
 
-    return Claim(id, text, check)
+    return check
 
 
 def verdicts(claims: Sequence[Claim], records: Records, why: Mapping[str, str] | None = None) -> list[Verdict]:
