@@ -11,9 +11,13 @@ evaluate the placements (through the Gymnasium API), builds the Batch and calls 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import import_module
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from rlplace.errors import ConfigError
 
 
 @dataclass
@@ -71,3 +75,11 @@ class Algorithm(Protocol):
         """Everything needed to resume exactly (optimizer, baseline, counters)."""
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def registered_module(registry: dict[str, str], name: str, what: str) -> ModuleType:
+    """The module ``registry[name]`` (imported on first use, so heavy dependencies load only
+    when asked for); ConfigError naming the known names when ``name`` is not registered."""
+    if name not in registry:
+        raise ConfigError(f"unknown {what} {name!r} (known: {', '.join(sorted(registry))})")
+    return import_module(registry[name])

@@ -195,7 +195,7 @@ def _warm_start(problem: PlacementEnv, policy, algorithm, config: TrainConfig, p
         progress.warm_start.update(behaviour_clone(policy, actions, ws))
     if ws.first_sample:
         result, _ = seed_with_first_sample(problem, algorithm, placement)
-        progress.record(actions.numpy(), result.step_time, problem._valid(result))
+        progress.record(actions.numpy(), result.step_time, problem.is_valid(result))
         progress.warm_start["heuristic_step_time"] = result.step_time
 
 

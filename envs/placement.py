@@ -250,18 +250,19 @@ class PlacementEnv(gym.Env):
         self._cache[placement] = result
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
-        if self._valid(result) and result.step_time < self.accounting.best_step_time:
+        if self.is_valid(result) and result.step_time < self.accounting.best_step_time:
             self.accounting.best_step_time = result.step_time
             self.accounting.best_placement = placement
 
     def reward_of(self, result: StepResult) -> float:
         """The reward for a backend result: the penalty if invalid, else f(step time)."""
-        return self.reward_of_step_time(result.step_time) if self._valid(result) else self._penalty
+        return self.reward_of_step_time(result.step_time) if self.is_valid(result) else self._penalty
 
     def reward_of_step_time(self, step_time: float) -> float:
         return self._reward_of_time(step_time)
 
-    def _valid(self, result: StepResult) -> bool:
+    def is_valid(self, result: StepResult) -> bool:
+        """Neither out of memory nor slow: the placement earns its step time's reward."""
         return not (result.oom or self._slow(result))
 
     def _slow(self, result: StepResult) -> bool:

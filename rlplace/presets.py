@@ -18,13 +18,18 @@ def preset_names(group: str) -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def load_preset(group: str, name: str, seed: int = 0, **overrides):
-    """Instantiate ``conf/<group>/<name>.yaml`` with ``overrides`` merged in. ``seed`` fills
-    the ``${seed}`` interpolation that presets share with the apps' top-level config."""
+def preset_config(group: str, name: str) -> DictConfig:
+    """The config ``conf/<group>/<name>.yaml``, not instantiated."""
     path = files("rlplace.conf").joinpath(group, f"{name}.yaml")
     if not path.is_file():
         raise ConfigError(f"unknown {group} preset {name!r} (known: {', '.join(preset_names(group))})")
-    node = OmegaConf.merge(OmegaConf.load(str(path)), overrides)
+    return OmegaConf.load(str(path))
+
+
+def load_preset(group: str, name: str, seed: int = 0, **overrides):
+    """Instantiate ``conf/<group>/<name>.yaml`` with ``overrides`` merged in. ``seed`` fills
+    the ``${seed}`` interpolation that presets share with the apps' top-level config."""
+    node = OmegaConf.merge(preset_config(group, name), overrides)
     return instantiate_node(OmegaConf.create({"seed": seed, group: node}), group)
 
 

@@ -62,8 +62,8 @@ def _step_records(table: Mapping, ctx: Context):
     records = [r for s in sets for r in run_placers(s, cluster, table["placers"], table)]
     if ctx.budget:
         for s in sets:
-            r = train_record(s, table["cluster"], table.get("hrl_agent", {"name": "hierarchical"}), ctx, placer="hrl")
-            records += [r] if r else []
+            records.append(train_record(s, table["cluster"], table.get("hrl_agent", {"name": "hierarchical"}),
+                                        ctx, placer="hrl"))
     return cluster, sets, records
 
 

@@ -27,9 +27,8 @@ def table1(table: Mapping, ctx: Context) -> TableOutput:
     records = _heuristics(table, sets)
     learned = []
     for s in sets:
-        r = train_record(s, cluster_name(table, s), table["agent"], ctx, placer="hierarchical",
-                         budget=_budget(table, ctx))
-        learned += [r] if r else []
+        learned.append(train_record(s, cluster_name(table, s), table["agent"], ctx, placer="hierarchical",
+                                    budget=_budget(table, ctx)))
     records += learned
     columns = [*table["placers"], "hierarchical"]
     rows = []
@@ -86,10 +85,9 @@ def table2(table: Mapping, ctx: Context) -> TableOutput:
                                                                        "grouping": "random", "grouping_seed": t}},
                                 ctx, placer=f"random grouping {t}", seed=t, budget=_budget(table, ctx))
                    for t in range(trials)]
-        runs = [r for r in [hp, *randoms] if r]
-        learned += runs
-        times = sorted(r["step_time"] for r in randoms if r)
-        if not times or hp is None:
+        learned += [hp, *randoms]
+        times = sorted(r["step_time"] for r in randoms)
+        if not times:
             continue
         best, median, worst = times[0], float(np.median(times)), times[-1]
         summary.append({"model": s.key, "placer": "hierarchical", "step_time": hp["step_time"], "oom": hp["oom"]})

@@ -14,14 +14,7 @@ import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
 
 from experiments.tables.common import Context, Setting
-from rlplace.errors import ConfigError
-
-
-def _preset(group: str, name: str) -> Any:
-    path = files("rlplace.conf").joinpath(group, f"{name}.yaml")
-    if not path.is_file():
-        raise ConfigError(f"{group} preset {name!r} is not available in this version")
-    return OmegaConf.load(str(path))
+from rlplace.presets import preset_config
 
 
 def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], budget: int, seed: int,
@@ -34,33 +27,26 @@ def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], 
     overrides = {k: v for k, v in agent.items() if k not in ("name", "label")}
     cfg = OmegaConf.merge(base, {
         "graph": {"_target_": "rlplace.graph.OpGraph.load", "path": str(graph_path)},
-        "cluster": _preset("cluster", cluster_name), "backend": _preset("backend", "sim"),
-        "agent": OmegaConf.merge(_preset("agent", agent["name"]), overrides),
-        "logger": _preset("logger", "csv"), "seed": seed, "progress": False, "plots": True,
+        "cluster": preset_config("cluster", cluster_name), "backend": preset_config("backend", "sim"),
+        "agent": OmegaConf.merge(preset_config("agent", agent["name"]), overrides),
+        "logger": preset_config("logger", "csv"), "seed": seed, "progress": False, "plots": True,
         "budget": {"placements": int(budget), "seconds": None}, "init_checkpoint": init_checkpoint})
     return cfg
 
 
 def train_record(setting: Setting, cluster_name: str, agent: Mapping[str, Any], ctx: Context, placer: str,
                  seed: int | None = None, budget: int | None = None, init_checkpoint: str | None = None,
-                 **extra) -> dict | None:
+                 **extra) -> dict:
     """Train ``agent`` on the setting; a record like a heuristic's (step time of the best
-    placement, evaluated once more) plus the curve. None when the agent is not available in
-    this version (its policy module is missing)."""
+    placement, evaluated once more) plus the curve."""
     from rlplace.apps.train import train_from_config
 
     seed = ctx.seed if seed is None else seed
     run_dir = ctx.out_dir / "runs" / f"{setting.key}_{placer}_s{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        cfg = train_config(setting, cluster_name, agent, budget or ctx.budget, seed, run_dir / "graph.json.gz",
-                           init_checkpoint)
-        summary = train_from_config(cfg, run_dir)
-    except ConfigError as exc:
-        if "not available" in str(exc):
-            print(f"{placer} on {setting.key}: {exc}")
-            return None
-        raise
+    cfg = train_config(setting, cluster_name, agent, budget or ctx.budget, seed, run_dir / "graph.json.gz",
+                       init_checkpoint)
+    summary = train_from_config(cfg, run_dir)
     final = summary.get("final_evaluation")
     return {"model": setting.key, "placer": placer, "seed": seed,
             "step_time": final["step_time"] if final else math.inf, "oom": final is None or final["oom"],

@@ -1,7 +1,6 @@
 """Mars (ICPP'21) §3-4: Table 1 (placer architectures), Table 2 (vs expert, single GPU and the
 other learned placers) and Table 3 (generalization by fine-tuning). Every learned column is an
-``agent`` spec (``conf/agent/<name>.yaml`` plus overrides); an agent whose policy is not in this
-version is reported as not available and its claims are not checked."""
+``agent`` spec (``conf/agent/<name>.yaml`` plus overrides)."""
 
 from __future__ import annotations
 
@@ -18,33 +17,24 @@ def _budget(table: Mapping, ctx: Context) -> int:
     return int(ctx.budget or table["budget"])
 
 
-def _learned(table: Mapping, ctx: Context, sets) -> tuple[list[dict], list[str]]:
-    """One training run per (setting, learned column); the columns that were not available."""
-    records, missing = [], []
-    for label, agent in table["agents"].items():
-        for s in sets:
-            r = train_record(s, table["cluster"], agent, ctx, placer=label, budget=_budget(table, ctx))
-            if r is None:
-                missing.append(label)
-                break
-            records.append(r)
-    return records, missing
+def _learned(table: Mapping, ctx: Context, sets) -> list[dict]:
+    """One training run per (setting, learned column)."""
+    return [train_record(s, table["cluster"], agent, ctx, placer=label, budget=_budget(table, ctx))
+            for label, agent in table["agents"].items() for s in sets]
 
 
-def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: list[dict], missing: list[str],
+def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: list[dict],
            claims, extra=()) -> TableOutput:
     columns = [*table.get("placers", []), *table["agents"]]
     records = heuristics + learned
-    rows = [[s.label, *(("n/a (agent not available)" if p in missing else
-                         cell(fmt_step(C.find(records, s.key, p)), paper_value(table, s.key, p))) for p in columns)]
+    rows = [[s.label, *(cell(fmt_step(C.find(records, s.key, p)), paper_value(table, s.key, p)) for p in columns)]
             for s in sets]
     labels = {s.key: s.label for s in sets}
     out = TableOutput(table["name"], table["title"],
                       setting_lines(table, sets, cluster_of(table), ctx,
                                     [f"learned: {_budget(table, ctx)} evaluated placements per run", *extra]),
                       ["model", *columns], rows, records, judge(claims, records, table),
-                      ["Cells: ours (paper), seconds."]
-                      + ([f"Not available in this version: {', '.join(missing)}."] if missing else []))
+                      ["Cells: ours (paper), seconds."])
     if ctx.plots and records:
         plot_step_times(records, labels, ctx.out_dir / "step_times.png", table["title"], columns)
         out.figures.append("step_times.png")
@@ -57,7 +47,7 @@ def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: 
 def table1(table: Mapping, ctx: Context) -> TableOutput:
     """Placer architectures behind the same graph encoder: seq2seq, Transformer-XL, segment-level seq2seq."""
     sets = settings(table)
-    learned, missing = _learned(table, ctx, sets)
+    learned = _learned(table, ctx, sets)
     keys = [s.key for s in sets]
     claims = [
         C.no_slower("segment_le_seq2seq", "the segment-level placer is no slower than seq2seq on every model",
@@ -65,14 +55,14 @@ def table1(table: Mapping, ctx: Context) -> TableOutput:
         C.no_slower("segment_le_trfxl_bert", "the segment-level placer is no slower than Transformer-XL on BERT "
                     "(paper: 9.821 vs 11.363 s)", [k for k in keys if k == "bert"], [("seq2seq (segment)", "trf-xl")]),
     ]
-    return _table(table, ctx, sets, [], learned, missing, claims)
+    return _table(table, ctx, sets, [], learned, claims)
 
 
 def table2(table: Mapping, ctx: Context) -> TableOutput:
     """Best placements of expert, single GPU, grouper-placer, encoder-placer, Mars and Mars without pre-training."""
     sets = settings(table)
     heuristics = [r for s in sets for r in run_placers(s, cluster_of(table), table["placers"], table)]
-    learned, missing = _learned(table, ctx, sets)
+    learned = _learned(table, ctx, sets)
     big = [s.key for s in sets if s.key in ("gnmt4", "bert")]
     claims = [
         C.no_slower("mars_le_rivals", "Mars is no slower than grouper-placer and encoder-placer on GNMT-4 and BERT",
@@ -82,7 +72,7 @@ def table2(table: Mapping, ctx: Context) -> TableOutput:
         C.faster("learned_beat_expert_gnmt", "all learned placers beat the expert on GNMT-4 (paper: 13.4–17.0%)",
                  [k for k in big if k == "gnmt4"], [(p, "expert") for p in table["agents"]]),
     ]
-    return _table(table, ctx, sets, heuristics, learned, missing, claims)
+    return _table(table, ctx, sets, heuristics, learned, claims)
 
 
 def table3(table: Mapping, ctx: Context) -> TableOutput:
@@ -93,13 +83,9 @@ def table3(table: Mapping, ctx: Context) -> TableOutput:
     agent = table["agent"]
     budget = _budget(table, ctx)
     finetune = min(int(table["finetune"]), budget)
-    learned, missing = [], []
+    learned = []
     for s in sets:
-        direct = train_record(s, table["cluster"], agent, ctx, placer="direct", budget=budget + finetune)
-        if direct is None:
-            missing = ["direct", "similar", "different"]
-            break
-        learned.append(direct)
+        learned.append(train_record(s, table["cluster"], agent, ctx, placer="direct", budget=budget + finetune))
         for kind in ("similar", "different"):
             source = build_setting(s.spec[kind], device)
             src = train_record(source, table["cluster"], agent, ctx, placer=f"source for {s.key}", budget=budget)
@@ -114,5 +100,5 @@ def table3(table: Mapping, ctx: Context) -> TableOutput:
                     keys, [("similar", "different")]),
     ]
     shown = dict(table, agents={"direct": agent, "similar": agent, "different": agent})
-    return _table(shown, ctx, sets, [], learned, missing, claims,
+    return _table(shown, ctx, sets, [], learned, claims,
                   [f"generalized: {budget} placements on the source, then {finetune} on the target"])
