@@ -226,11 +226,25 @@ def test_additive_attention_scores_match_the_formula_and_its_gradient(monkeypatc
     assert torch.autograd.gradcheck(AdditiveScores.apply, (keys, queries, v))
 
 
-def test_decoder_step_loop_matches_the_fused_lstm():
+def test_sampling_loop_matches_the_teacher_forced_pass():
+    """The fused step loop that samples must draw from the distributions the teacher-forced
+    pass (which gives the gradients) computes: every sampled action is the argmax of the
+    teacher-forced log probabilities plus the same Gumbel noise, under both masks."""
     torch.manual_seed(0)
-    dec = AttentionDecoder(3, 6, 6)
-    x, h, c = torch.randn(2, 6), torch.randn(2, 6), torch.randn(2, 6)
-    out, (h1, c1) = dec.lstm(x.unsqueeze(1), (h.unsqueeze(0), c.unsqueeze(0)))
-    h2, c2 = dec._cell(x, h, c)
-    torch.testing.assert_close(h2, h1[0])
-    torch.testing.assert_close(c2, c1[0])
+    dec = AttentionDecoder(3, 8, 6, temperature=2.0, tanh_constant=3.0)
+    memory, state = torch.randn(4, 5, 6), (torch.randn(4, 8), torch.randn(4, 8))
+    memory_mask = torch.ones(4, 5, dtype=torch.bool)
+    memory_mask[1, 3:] = False
+    action_mask = torch.ones(6, 3, dtype=torch.bool)
+    action_mask[1, 0] = action_mask[4, 2] = False
+    decoded = dec(memory, state, steps=6, memory_mask=memory_mask, action_mask=action_mask,
+                  generator=torch.Generator().manual_seed(7))
+    uniform = torch.rand(4, 6, 3, generator=torch.Generator().manual_seed(7)).clamp_min(1e-20)
+    with torch.no_grad():
+        log_p, _ = dec.teacher_forced(dec.w_memory(memory), state, decoded.actions, memory_mask, action_mask)
+    assert torch.equal(decoded.actions, (log_p - torch.log(-torch.log(uniform))).argmax(2))
+    assert not (decoded.actions[:, 1] == 0).any() and not (decoded.actions[:, 4] == 2).any()
+    greedy = dec(memory, state, steps=6, memory_mask=memory_mask, action_mask=action_mask, greedy=True)
+    with torch.no_grad():
+        log_p, _ = dec.teacher_forced(dec.w_memory(memory), state, greedy.actions, memory_mask, action_mask)
+    assert torch.equal(greedy.actions, log_p.argmax(2))

@@ -98,35 +98,56 @@ class AttentionDecoder(nn.Module):
             S = steps if steps is not None else M
             if noise > 0 and not greedy:
                 logit_noise = bounded_noise((B, S, self.num_actions), noise, generator)
-            with torch.no_grad():
-                actions = self._roll_out(keys, state, S, memory_mask, action_mask, logit_noise, greedy, generator)
+            actions = self._roll_out(keys, state, S, memory_mask, action_mask, logit_noise, greedy, generator)
+        log_p, final = self.teacher_forced(keys, state, actions, memory_mask, action_mask, logit_noise)
+        return Decoded(actions, log_p.gather(2, actions.unsqueeze(2)).squeeze(2), categorical_entropy(log_p), final)
+
+    def teacher_forced(self, keys: torch.Tensor, state: State, actions: torch.Tensor, memory_mask=None,
+                       action_mask=None, logit_noise=None) -> tuple[torch.Tensor, State]:
+        """Log probabilities [B, S, A] of every action at every step when the decoder is fed
+        ``actions`` [B, S]; ``keys`` is ``w_memory(memory)``. Also the final state."""
+        B = keys.shape[0]
         inputs = torch.cat([self.go.expand(B, 1, -1), self.action_embedding(actions)], dim=1)[:, :actions.shape[1]]
         hidden, (h, c) = self.lstm(inputs, _layer(state))
-        log_p = self._log_probs(hidden, keys, memory_mask, action_mask, logit_noise)  # [B, S, A]
-        return Decoded(actions, log_p.gather(2, actions.unsqueeze(2)).squeeze(2), categorical_entropy(log_p),
-                       (h[0], c[0]))
+        return self._log_probs(hidden, keys, memory_mask, action_mask, logit_noise), (h[0], c[0])
 
+    @torch.no_grad()
     def _roll_out(self, keys, state: State, steps: int, memory_mask, action_mask, logit_noise,
                   greedy: bool, generator) -> torch.Tensor:
-        """The step loop that chooses the actions [B, steps] (no gradients needed)."""
-        B = keys.shape[0]
-        (h, c), previous, chosen = state, self.go.expand(B, -1), []
-        for t in range(steps):
-            h, c = self._cell(previous, h, c)
-            log_p = self._log_probs(h.unsqueeze(1), keys, memory_mask, _step(action_mask, t), _step(logit_noise, t))[:, 0]
-            a = log_p.argmax(dim=1) if greedy else torch.multinomial(log_p.exp(), 1, generator=generator).squeeze(1)
-            chosen.append(a)
-            previous = self.action_embedding(a)
-        return torch.stack(chosen, 1)
-
-    def _cell(self, x, h, c) -> State:
-        """One step of ``self.lstm`` (PyTorch's gate order i, f, g, o): calling the fused layer
-        for a single step costs several times more."""
+        """The step loop that chooses the actions [B, steps] (no gradients needed). It computes
+        what ``_log_probs`` computes, in fewer and fused operations (the loop runs once per
+        decision): the input gates of every action are projected once, and sampling is the
+        Gumbel-max trick on noise drawn for all steps at once."""
+        B, A, H = keys.shape[0], self.num_actions, self.hidden_size
         lstm = self.lstm
-        gates = F.linear(x, lstm.weight_ih_l0, lstm.bias_ih_l0) + F.linear(h, lstm.weight_hh_l0, lstm.bias_hh_l0)
-        i, f, g, o = gates.chunk(4, dim=1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        return torch.sigmoid(o) * torch.tanh(c), c
+        bias = lstm.bias_ih_l0 + lstm.bias_hh_l0
+        action_gates = torch.addmm(bias, self.action_embedding.weight, lstm.weight_ih_l0.T)  # [A, 4H]
+        gates_in = torch.addmv(bias, lstm.weight_ih_l0, self.go).expand(B, -1)
+        w_out_h, w_out_c = self.out.weight[:, :H].T, self.out.weight[:, H:].T
+        gumbel = None if greedy else -torch.log(-torch.log(
+            torch.rand(B, steps, A, generator=generator).clamp_min(1e-20)))
+        (h, c), chosen, buffer = state, [], torch.empty_like(keys)
+        for t in range(steps):
+            gates = torch.addmm(gates_in, h, lstm.weight_hh_l0.T)
+            s = torch.sigmoid(gates)
+            c = torch.addcmul(s[:, H:2 * H] * c, s[:, :H], torch.tanh(gates[:, 2 * H:3 * H]))
+            h = s[:, 3 * H:] * torch.tanh(c)
+            scores = additive_scores(keys, (h @ self.w_query.weight.T).unsqueeze(1), self.v.weight[0], buffer)
+            if memory_mask is not None:
+                scores = scores.masked_fill(~memory_mask, float("-inf"))
+            context = torch.bmm(torch.softmax(scores, dim=1).unsqueeze(1), keys).squeeze(1)
+            logits = torch.addmm(torch.addmm(self.out.bias, h, w_out_h), context, w_out_c) / self.temperature
+            if self.tanh_constant is not None:
+                logits = self.tanh_constant * torch.tanh(logits)
+            if logit_noise is not None:
+                logits = logits + logit_noise[:, t]
+            if action_mask is not None:
+                logits = logits.masked_fill(~(action_mask[t] if action_mask.dim() == 2 else action_mask[:, t]),
+                                            float("-inf"))
+            a = (logits if gumbel is None else logits + gumbel[:, t]).argmax(dim=1)
+            chosen.append(a)
+            gates_in = action_gates[a]
+        return torch.stack(chosen, 1)
 
     def _log_probs(self, hidden, keys, memory_mask, action_mask, logit_noise) -> torch.Tensor:
         """Log probabilities [B, S, A] of the actions at decoder outputs ``hidden`` [B, S, H]."""
@@ -144,49 +165,69 @@ class AttentionDecoder(nn.Module):
         return torch.log_softmax(logits, dim=2)
 
 
+def additive_scores(keys: torch.Tensor, queries: torch.Tensor, v: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
+    """``scores[b, m] = v · tanh(keys[b, m] + queries[b, 0])`` for one query per batch row,
+    without autograd (the sampling loop), in ``buffer`` (shaped like ``keys``): a fresh
+    megabyte-size tensor per step costs more than the arithmetic."""
+    return torch.add(keys, queries, out=buffer).tanh_() @ v
+
+
 class AdditiveScores(torch.autograd.Function):
     """``scores[b, s, m] = v · tanh(keys[b, m] + queries[b, s])``, computed a few steps at a time
     and recomputed in the backward pass, so the [B, S, M, H] activations never exist whole:
     for a 256-step decoder over 256 groups they would be hundreds of MB, and moving them
-    through memory, not arithmetic, would bound the time."""
+    through memory, not arithmetic, would bound the time. Each chunk reuses the same buffers.
+    With u = 1 - tanh², the gradients are dv = Σ g·tanh, dq[b,s] = v ⊙ Σ_m g·u and
+    dk[b,m] = v ⊙ Σ_s g·u; the sums over m and over (b, s, m) are matrix products."""
 
     CHUNK = 2 ** 20  # elements of one [B, s, M, H] block
 
     @staticmethod
     def forward(ctx, keys, queries, v):
         ctx.save_for_backward(keys, queries, v)
-        return torch.cat([torch.tanh(keys.unsqueeze(1) + q.unsqueeze(2)) @ v for q in _chunks(keys, queries)], dim=1)
+        buffer = _Blocks(keys, queries)
+        return torch.cat([buffer.tanh(q) @ v for q in buffer.chunks], dim=1)
 
     @staticmethod
     def backward(ctx, grad):
         keys, queries, v = ctx.saved_tensors
+        H = keys.shape[2]
         grad_keys, grad_v, grad_queries, start = torch.zeros_like(keys), torch.zeros_like(v), [], 0
-        for q in _chunks(keys, queries):
-            t = torch.tanh(keys.unsqueeze(1) + q.unsqueeze(2))  # [B, s, M, H]
-            g = grad[:, start:start + q.shape[1]].unsqueeze(3)  # [B, s, M, 1]
+        blocks, one = _Blocks(keys, queries), torch.ones((), dtype=keys.dtype)
+        for q in blocks.chunks:
+            t = blocks.tanh(q)                           # [B, s, M, H]
+            g = grad[:, start:start + q.shape[1]]        # [B, s, M]
             start += q.shape[1]
-            grad_v += (g * t).sum((0, 1, 2))
-            d = g * v * (1 - t * t)
-            grad_queries.append(d.sum(2))
-            grad_keys += d.sum(1)
-        return grad_keys, torch.cat(grad_queries, dim=1), grad_v
+            grad_v += g.reshape(1, -1).mm(t.view(-1, H))[0]
+            u = torch.addcmul(one, t, t, value=-1, out=blocks.view(q, second=True))  # 1 - tanh²
+            grad_queries.append(torch.matmul(g.unsqueeze(2), u).squeeze(2))  # [B, s, H]
+            for j in range(q.shape[1]):
+                grad_keys.addcmul_(u[:, j], g[:, j].unsqueeze(2))
+        return grad_keys * v, torch.cat(grad_queries, dim=1) * v, grad_v
 
 
-def _chunks(keys: torch.Tensor, queries: torch.Tensor):
-    B, M, H = keys.shape
-    return queries.split(max(1, AdditiveScores.CHUNK // (B * M * H)), dim=1)
+class _Blocks:
+    """The queries [B, S, H] in chunks of a few steps, and two reusable [B, s, M, H] buffers."""
+
+    def __init__(self, keys: torch.Tensor, queries: torch.Tensor):
+        B, M, H = keys.shape
+        self.keys = keys
+        self.chunks = queries.split(max(1, AdditiveScores.CHUNK // (B * M * H)), dim=1)
+        size = B * self.chunks[0].shape[1] * M * H
+        self.storage = (torch.empty(size, dtype=keys.dtype), torch.empty(size, dtype=keys.dtype))
+
+    def view(self, q: torch.Tensor, second: bool = False) -> torch.Tensor:
+        B, M, H = self.keys.shape
+        shape = (B, q.shape[1], M, H)
+        return self.storage[second][:B * q.shape[1] * M * H].view(shape)
+
+    def tanh(self, q: torch.Tensor) -> torch.Tensor:
+        return torch.add(self.keys.unsqueeze(1), q.unsqueeze(2), out=self.view(q)).tanh_()
 
 
 def _layer(state: State) -> State:
     """(h, c) [B, H] as the [1, B, H] state of a one-layer nn.LSTM."""
     return state[0].unsqueeze(0).contiguous(), state[1].unsqueeze(0).contiguous()
-
-
-def _step(per_step: torch.Tensor | None, t: int) -> torch.Tensor | None:
-    """Step t of an [S, A] or [B, S, A] tensor, keeping a step axis of size 1."""
-    if per_step is None:
-        return None
-    return per_step[t:t + 1] if per_step.dim() == 2 else per_step[:, t:t + 1]
 
 
 def categorical_entropy(log_p: torch.Tensor) -> torch.Tensor:
