@@ -171,7 +171,7 @@ def train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfi
         bar.update(config.samples)
         bar.set_postfix(best_ms=f"{progress.best_step_time * 1e3:.3f}")
         if progress.updates % config.checkpoint_every == 0:
-            _save_checkpoint(checkpoint, policy, algorithm, generator, progress)
+            _save_checkpoint(checkpoint, policy, algorithm, generator, progress, config, env_options)
         if config.stop_after_updates is not None and updates_this_run >= config.stop_after_updates:
             stopped = True
             break
@@ -179,7 +179,7 @@ def train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfi
     evaluator.close()
     if stopped:
         return {"stopped": True, **_summary(progress)}
-    _save_checkpoint(checkpoint, policy, algorithm, generator, progress)
+    _save_checkpoint(checkpoint, policy, algorithm, generator, progress, config, env_options)
     return _finish(problem, policy, progress, out_dir, config)
 
 
@@ -238,9 +238,14 @@ def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, co
     return summary
 
 
-def _save_checkpoint(path: Path, policy, algorithm, generator: torch.Generator, progress: Progress) -> None:
+def _save_checkpoint(path: Path, policy, algorithm, generator: torch.Generator, progress: Progress,
+                     config: TrainConfig, env_options: dict[str, Any]) -> None:
+    """Also what rebuilds the policy elsewhere (``rlplace.agents.placer``): agent, policy
+    options and the environment options (the graph and cluster objects left out)."""
+    env = {k: v for k, v in env_options.items() if k not in ("graph", "cluster", "backend")}
     state = {"policy": policy.state_dict(), "algorithm": algorithm.state_dict(), "generator": generator.get_state(),
-             "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "progress": asdict(progress)}
+             "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "progress": asdict(progress),
+             "agent": config.agent, "policy_options": config.policy, "env": env}
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
     tmp.replace(path)  # a kill while writing leaves the previous checkpoint intact
@@ -259,14 +264,17 @@ def _load_checkpoint(path: Path, policy, algorithm, generator: torch.Generator) 
 def load_matching_weights(policy, path: str | Path) -> dict[str, float]:
     """Fine-tuning hook: copy the weights of another run's checkpoint (possibly trained on
     another graph) wherever name and shape match; graph-specific tensors keep their fresh
-    values. Returns how many tensors were copied and skipped."""
+    values, and buffers (the graph's own features) are never copied. Returns how many
+    parameters were copied and skipped."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"init_checkpoint: no such file {path}")
     source = torch.load(path, weights_only=False)["policy"]
-    target = policy.state_dict()
-    copied = {k: v for k, v in source.items() if k in target and target[k].shape == v.shape
-              and target[k].is_floating_point()}
-    target.update(copied)
-    policy.load_state_dict(target)
-    return {"init_tensors_copied": len(copied), "init_tensors_skipped": len(target) - len(copied)}
+    copied = 0
+    with torch.no_grad():
+        for name, parameter in policy.named_parameters():
+            if name in source and source[name].shape == parameter.shape:
+                parameter.copy_(source[name])
+                copied += 1
+    total = sum(1 for _ in policy.parameters())
+    return {"init_tensors_copied": copied, "init_tensors_skipped": total - copied}

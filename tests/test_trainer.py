@@ -120,6 +120,21 @@ def test_rlplace_train_mars_end_to_end(rlplace_cli, tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["evaluated"] == 20 and (tmp_path / "best_placement.json").is_file()
 
+    # the trained policy as a placer of rlplace-compare: its greedy placement, as the trainer evaluated it
+    checkpoint = tmp_path / "checkpoint.pt"
+    compare = subprocess.run([*rlplace_cli("compare"), "graph=layered", "graph.num_ops=40", "plots=false",
+                              f"placers=[single,mars:{checkpoint}]", f"hydra.run.dir={tmp_path}/compare"],
+                             capture_output=True, text=True, timeout=300)
+    assert compare.returncode == 0, compare.stderr
+    records = json.loads((tmp_path / "compare" / "results.json").read_text())
+    assert records[1]["placer"] == f"mars:{checkpoint}"
+    assert records[1]["step_time"] == pytest.approx(results["greedy_evaluation"]["step_time"])
+    for placer, message in ((f"hierarchical:{checkpoint}", "holds a 'mars' policy"),
+                            (f"mars:{tmp_path}/missing.pt", "no such checkpoint file")):
+        bad = subprocess.run([*rlplace_cli("compare"), "graph=layered", "graph.num_ops=40", f"placers=[{placer}]",
+                              f"hydra.run.dir={tmp_path}/bad"], capture_output=True, text=True, timeout=300)
+        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
 
 @pytest.mark.parametrize("override, message", [
     ("agent.policy.grouping=bogus", "grouping"),

@@ -2,6 +2,7 @@
 backend, print a table and write ``results.json`` and plots into the Hydra run directory.
 
     rlplace-compare graph=baechi_gnmt cluster=baechi_2080 placers=[single,round_robin,random]
+    rlplace-compare ... placers=[m_etf,mars:outputs/run/checkpoint.pt]    # a policy from rlplace-train
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
           f"{cluster.comm.mode} transfers")
 
     placer_options = OmegaConf.to_container(cfg.placer_options)
-    placers = [(name, make_placer(name, seed=cfg.seed, **placer_options.get(name, {})))
+    placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {})))
                for name in cfg.placers]  # every name is checked before any work starts
     records, placements = [], {}
     for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False):
@@ -66,6 +67,15 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
         plot_memory(records, cluster, out_dir / "memory.png")
     print(f"best: {best['placer']}; results in {out_dir}")
     return records
+
+
+def _placer(name: str, seed: int, options: dict):
+    """A registered placer, or ``agent:checkpoint`` for a policy trained with rlplace-train."""
+    if ":" in name:
+        from rlplace.agents.placer import PolicyPlacer
+
+        return PolicyPlacer.from_spec(name)
+    return make_placer(name, seed=seed, **options)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="compare")

@@ -1,0 +1,61 @@
+"""A trained policy as a placer, so that learned and algorithmic placers are compared the same
+way: ``rlplace-compare placers=[m_etf,mars:outputs/run/checkpoint.pt]``.
+
+The placer rebuilds the policy that ``rlplace-train`` saved in its ``checkpoint.pt`` (agent,
+policy options and environment options are stored there), for the graph and cluster it is
+asked to place, loads the trained parameters, and returns the policy's most likely placement
+(``Policy.greedy``). Every parameter must fit: a policy trained on another graph fits only when
+none of its parameters depend on the graph (fine-tune it there with ``init_checkpoint``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from rlplace.agents.policies import POLICIES, make_policy
+from rlplace.backends import SimBackend
+from rlplace.cluster import Cluster
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.placement import Placement
+
+
+class PolicyPlacer:
+    """``agent:checkpoint`` as a placer; ``place`` is deterministic (the greedy placement)."""
+
+    def __init__(self, agent: str, checkpoint: str | Path):
+        if agent not in POLICIES:
+            raise ConfigError(f"placer {agent}:{checkpoint}: unknown agent {agent!r} (known: {', '.join(POLICIES)})")
+        self.agent, self.checkpoint = agent, Path(checkpoint).expanduser()
+        if not self.checkpoint.is_file():
+            raise ConfigError(f"placer {agent}:{checkpoint}: no such checkpoint file {self.checkpoint}")
+        self.state = torch.load(self.checkpoint, weights_only=False, map_location="cpu")
+        if self.state.get("agent") != agent:
+            raise ConfigError(f"placer {agent}:{checkpoint}: the checkpoint holds a "
+                              f"{self.state.get('agent', 'pre-placer')!r} policy, not {agent!r}")
+
+    @classmethod
+    def from_spec(cls, spec: str) -> PolicyPlacer:
+        agent, _, path = spec.partition(":")
+        return cls(agent, path)
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        from rlplace.envs import PlacementEnv
+
+        env = PlacementEnv(graph, cluster, SimBackend(), **self.state["env"])
+        options = dict(self.state["policy_options"])
+        if "pretrain" in options:
+            options["pretrain"] = False  # the trained encoder weights are loaded below
+        policy = make_policy(self.agent, env, **options)
+        trained = self.state["policy"]
+        with torch.no_grad():
+            for name, parameter in policy.named_parameters():
+                if name not in trained or trained[name].shape != parameter.shape:
+                    found = tuple(trained[name].shape) if name in trained else "none"
+                    raise ConfigError(f"placer {self.agent}:{self.checkpoint}: parameter {name} is "
+                                      f"{tuple(parameter.shape)} for graph {graph.name} but {found} in the "
+                                      "checkpoint (trained on another graph or cluster?)")
+                parameter.copy_(trained[name])
+        return env.units.expand(policy.greedy().cpu().numpy())
