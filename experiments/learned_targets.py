@@ -59,6 +59,11 @@ def run(name: str, overrides: list[str], out_dir: Path) -> dict:
             "step_times": progress["step_times"], "valid": progress["valid"]}
 
 
+def best_so_far(step_times: list[float], valid: list[bool]) -> np.ndarray:
+    """The best valid step time among the first i + 1 placements, for each i."""
+    return np.minimum.accumulate([t if ok else math.inf for t, ok in zip(step_times, valid)])
+
+
 def best_of(step_times: list[float], valid: list[bool], first: int | None = None) -> float:
     times = [t for t, ok in zip(step_times[:first], valid[:first]) if ok]
     return min(times, default=math.inf)
@@ -96,8 +101,7 @@ def main() -> None:
                         "improvement_over_first_50": 1 - best / first50,
                         "vs_best_heuristic": 1 - best / reference,
                         "vs_single": 1 - best / heuristics["single"]["step_time"],
-                        "curve": list(np.minimum.accumulate([t if ok else math.inf for t, ok in
-                                                             zip(r["step_times"], r["valid"])]))})
+                        "curve": list(best_so_far(r["step_times"], r["valid"]))})
         print(f"{name}: best {best * 1e3:.3f} ms, first 50 {first50 * 1e3:.3f} ms, "
               f"{best_heuristic} {reference * 1e3:.3f} ms", flush=True)
 
@@ -137,9 +141,14 @@ def plot(summary: dict, path: Path) -> None:
     for k, name in enumerate(("single", summary["best_heuristic"])):
         ax.axhline(summary["heuristics"][name]["step_time"] * 1e3, linestyle="--", linewidth=1,
                    color=f"C{k + 6}", label=name)
+    save_curve_plot(fig, ax, f"learned placers, {' '.join(summary['setting'])}", path)
+
+
+def save_curve_plot(fig, ax, title: str, path: Path) -> None:
+    """Label a best-step-time-so-far plot and write it."""
     ax.set_xlabel("placements evaluated")
     ax.set_ylabel("best step time so far (ms)")
-    ax.set_title(f"learned placers, {' '.join(summary['setting'])}", fontsize=10)
+    ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -225,7 +225,7 @@ def test_one_update_stays_in_the_trust_region_per_decision(one_thread, variant, 
     clipped = lambda r: ((r.exp() - 1).abs() > 0.2).float().mean().item()   # noqa: E731
     per_decision, per_placement = log_ratio, log_ratio.sum(dim=1)
     assert approx_kl(per_decision) < 0.1 and clipped(per_decision) < 0.1
-    assert approx_kl(per_placement) > 1.0 and clipped(per_placement) >= 0.9
+    assert approx_kl(per_placement) > 1.0 and clipped(per_placement) * 20 >= 18 - 1e-3  # 18 of the 20 samples
     assert approx_kl(per_placement) > 100 * approx_kl(per_decision)
 
 

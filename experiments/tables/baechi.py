@@ -359,8 +359,8 @@ def fig8(table: Mapping, ctx: Context) -> TableOutput:
         claims.append(C.Claim("bigger_batch_less_sensitive", "a bigger batch is less sensitive (256 vs 128)",
                               _batch_check(big, table["placers"])))
     out = TableOutput(table["name"], table["title"],
-                      setting_lines(table, sets, cluster, ctx, [f"perturbation p: each op's compute time and each "
-                                                                f"tensor's bytes × U[1, 1 + p]; seeds per p: " + ", ".join(
+                      setting_lines(table, sets, cluster, ctx, ["perturbation p: each op's compute time and each "
+                                                                "tensor's bytes × U[1, 1 + p]; seeds per p: " + ", ".join(
                                                                     f"{s.key} {s.spec.get('seeds', table['seeds'])}" for s in sets)]),
                       header, rows, records + [{**x, "summary": True} for x in sens],
                       judge(claims, sens, table), ["Cells: mean [min, max] of step time / unperturbed placement's."])
