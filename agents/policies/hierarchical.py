@@ -225,7 +225,8 @@ def unit_features(units: CoarseGraph, config: HierarchicalConfig) -> dict[str, n
     type_counts = np.zeros((U, config.num_types + 1), dtype=np.float32)
     np.add.at(type_counts, (group_of, op_type), 1.0)
 
-    shapes = np.stack([_output_vector(graph, int(i), config) for i in first]) if U else np.zeros((0, 0))
+    scale = (max(_largest_dim(graph), 1.0), max(float(graph.output_total.max(initial=0)), 1.0))
+    shapes = np.stack([_output_vector(graph, int(i), config, *scale) for i in first]) if U else np.zeros((0, 0))
     src, dst = group_of[graph.edge_src], group_of[graph.edge_dst]
     edges = np.unique(np.stack([src[src != dst], dst[src != dst]]), axis=1).astype(np.int64)
     adjacency = _adjacency_vectors(edges, U, config.max_neighbours)
@@ -233,19 +234,20 @@ def unit_features(units: CoarseGraph, config: HierarchicalConfig) -> dict[str, n
             "type_counts": type_counts, "shapes": shapes.astype(np.float32), "edges": edges}
 
 
-def _output_vector(graph: OpGraph, op: int, config: HierarchicalConfig) -> np.ndarray:
+def _output_vector(graph: OpGraph, op: int, config: HierarchicalConfig, largest_dim: float,
+                   largest_output: float) -> np.ndarray:
     """Output shapes of one op, ``max_outputs`` × ``shape_dims``, -1 where absent (§2). Dims
     are scaled by the graph's largest dim; a graph without shapes gets each output's bytes
-    (over the largest output) as its first dim."""
+    over the graph's largest output as its first dim."""
     vector = np.full((config.max_outputs, config.shape_dims), -1.0)
     shapes = graph.output_shapes[op] or []
     for p, size in enumerate(graph.output_bytes[op][:config.max_outputs]):
         shape = shapes[p] if p < len(shapes) else None
         if shape:
             dims = np.asarray(shape[:config.shape_dims], dtype=float)
-            vector[p, :len(dims)] = dims / max(_largest_dim(graph), 1.0)
+            vector[p, :len(dims)] = dims / largest_dim
         else:
-            vector[p, 0] = size / max(float(graph.output_total.max(initial=0)), 1.0)
+            vector[p, 0] = size / largest_output
     return vector.reshape(-1)
 
 
