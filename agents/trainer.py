@@ -224,16 +224,20 @@ def _summary(progress: Progress) -> dict[str, Any]:
 
 
 def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, config: TrainConfig) -> dict[str, Any]:
-    summary = _summary(progress)
+    """The policy's most likely (greedy) placement is evaluated and competes with the best
+    sample; the winner is saved and evaluated once more, outside any cache."""
+    greedy_actions = policy.greedy().cpu().numpy()
+    greedy = problem.backend.evaluate(problem.graph, problem.cluster, problem.units.expand(greedy_actions))
+    best_is_greedy = problem.is_valid(greedy) and greedy.step_time < progress.best_step_time
+    if best_is_greedy:
+        progress.best_step_time, progress.best_actions = float(greedy.step_time), [int(a) for a in greedy_actions]
+    summary = {**_summary(progress), "greedy_evaluation": greedy.as_dict(), "best_is_greedy": best_is_greedy}
     if hasattr(problem.backend, "retries"):  # a parallel backend: placements re-run after a worker failed
         summary["evaluation_retries"] = problem.backend.retries
     if progress.best_actions is not None:
         best = problem.units.expand(np.asarray(progress.best_actions))
         best.save(out_dir / "best_placement.json", problem.graph, problem.cluster)
-        final = problem.backend.evaluate(problem.graph, problem.cluster, best)  # once more, outside the cache
-        summary["final_evaluation"] = final.as_dict()
-    greedy = problem.units.expand(policy.greedy().cpu().numpy())
-    summary["greedy_evaluation"] = problem.backend.evaluate(problem.graph, problem.cluster, greedy).as_dict()
+        summary["final_evaluation"] = problem.backend.evaluate(problem.graph, problem.cluster, best).as_dict()
     (out_dir / "results.json").write_text(json.dumps(summary, indent=1, default=float))
     if config.plots:
         plot_training_curve(progress.step_times, progress.valid, out_dir / "training_curve.png",
