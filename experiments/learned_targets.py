@@ -1,17 +1,20 @@
 """The learned placers against the targets of the learned-placers issue (simulator backend, CPU):
 
-- warm-started Hierarchical Planner and Mars (behaviour cloning of Celeritas' placement, which is
-  also the first sample) against the best algorithmic placer, within 2,000 placements;
+- warm-started Hierarchical Planner and Mars (behaviour cloning of the best algorithmic
+  placement, which is also the first sample) against that placer, within 2,000 placements;
 - cold-started agents: the best step time after 2,000 placements against the best of their first
   50 samples (≥ 20% better) and against the single device;
 
-on the real Baechi GNMT profile with the Mars cluster (4 × 12 GB P100). Every run is an
-``rlplace-train`` run composed by Hydra from the overrides printed in its record (so any of them
-can be re-run from the command line), in ``out_dir/<run>``. A run whose ``results.json`` exists
-is read back, not re-run: a killed script continues where it stopped.
+with the Mars cluster (4 × 12 GB P100) on one of two graphs (``--setting``): the real Baechi
+GNMT profile (``baechi_gnmt``), or our TensorFlow GNMT-4 of Mars §4.1 (hidden 256, batch 256,
+vocabulary 30,000; sequence length 10 instead of 20–50 to keep it at 8k ops) with analytical
+P100 costs (``gnmt4_p100``). Every run is an ``rlplace-train`` run composed by Hydra from the
+overrides in its record (so any of them can be re-run from the command line), in
+``out_dir/<run>``. A run whose ``results.json`` exists is read back, not re-run: a killed script
+continues where it stopped, and runs made with different budgets combine into one report.
 
-    python experiments/learned_targets.py [out_dir] [--runs hp_cold,hp_warm,mars_cold,mars_warm]
-                                          [--budget 2000] [--extra torch_threads=1 ...]
+    python experiments/learned_targets.py [out_dir] [--setting baechi_gnmt]
+        [--runs hp_cold,hp_warm,mars_cold,mars_warm] [--budget 2000] [--extra torch_threads=1 ...]
 
 Writes ``learned_targets.json``, ``learned_targets.md`` and ``learned_targets.png`` to out_dir.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -29,11 +33,12 @@ import torch
 from hydra import compose, initialize_config_module
 
 from rlplace.apps.train import train_from_config
+from rlplace.costs import with_analytical_costs
 from rlplace.placers import make_placer
 from rlplace.presets import instantiate_node
 from rlplace.sim import simulate
 
-SETTING = ["graph=baechi_gnmt", "cluster=mars_p100"]
+GNMT4 = {"num_layers": 4, "hidden": 256, "batch_size": 256, "seq_length": 10, "vocab_size": 30000}
 HEURISTICS = ["single", "round_robin", "metis", "heft", "m_topo", "m_etf", "m_sct", "celeritas"]
 # Paper defaults except: HP's Adam rate 0.1 (§3) drives the policy to one device within 50
 # samples here, 1e-3 learns steadily; the unit embedding lets behaviour cloning fit any placement
@@ -41,19 +46,36 @@ HEURISTICS = ["single", "round_robin", "metis", "heft", "m_topo", "m_etf", "m_sc
 # placement under PPO on this graph; 128 units keep 2,000 placements within ~15 minutes.
 HP = ["agent=hierarchical", "agent.algorithm.options.lr=1e-3", "agent.policy.unit_embedding=16"]
 MARS = ["agent=mars", "agent.policy.placer_hidden=128"]
-WARM = ["warm_start.placer=celeritas", "warm_start.behaviour_cloning=true", "warm_start.first_sample=true"]
+WARM = ["warm_start.behaviour_cloning=true", "warm_start.first_sample=true"]  # + the best heuristic
 RUNS = {"hp_cold": HP, "hp_warm": HP + WARM, "mars_cold": MARS, "mars_warm": MARS + WARM}
+
+
+def setting_overrides(setting: str, out_dir: Path) -> list[str]:
+    """Graph and cluster overrides of a setting (gnmt4_p100: the graph is built into out_dir)."""
+    if setting == "baechi_gnmt":
+        return ["graph=baechi_gnmt", "cluster=mars_p100"]
+    path = out_dir / "gnmt4_p100.json.gz"
+    if not path.is_file():
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from experiments.tables.common import zoo_graph
+
+        graph = with_analytical_costs(zoo_graph("gnmt", GNMT4), "p100")
+        graph.name = "gnmt4_p100"
+        graph.save(path)
+    return ["graph=file", f"graph.path={path.resolve()}", "cluster=mars_p100"]
 
 
 def run(name: str, overrides: list[str], out_dir: Path) -> dict:
     """One rlplace-train run (or its recorded results), with its per-placement step times."""
     run_dir = out_dir / name
-    results = run_dir / "results.json"
+    results, recorded = run_dir / "results.json", run_dir / "overrides.json"
     if not results.is_file():
         run_dir.mkdir(parents=True, exist_ok=True)
+        recorded.write_text(json.dumps(overrides))
         with initialize_config_module("rlplace.conf", version_base=None):
             cfg = compose("train", overrides=overrides)
         train_from_config(cfg, run_dir)
+    overrides = json.loads(recorded.read_text()) if recorded.is_file() else overrides
     progress = torch.load(run_dir / "checkpoint.pt", weights_only=False)["progress"]
     return {"run": name, "overrides": overrides, **json.loads(results.read_text()),
             "step_times": progress["step_times"], "valid": progress["valid"]}
@@ -72,6 +94,7 @@ def best_of(step_times: list[float], valid: list[bool], first: int | None = None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default="outputs/learned_targets")
+    parser.add_argument("--setting", choices=("baechi_gnmt", "gnmt4_p100"), default="baechi_gnmt")
     parser.add_argument("--runs", default=",".join(RUNS))
     parser.add_argument("--budget", type=int, default=2000)
     parser.add_argument("--extra", nargs="*", default=[], help="more rlplace-train overrides for every run")
@@ -79,8 +102,9 @@ def main() -> None:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
+    setting = setting_overrides(args.setting, out_dir)
     with initialize_config_module("rlplace.conf", version_base=None):
-        cfg = compose("train", overrides=SETTING)
+        cfg = compose("train", overrides=setting)
     graph, cluster = instantiate_node(cfg, "graph"), instantiate_node(cfg, "cluster")
     heuristics = {}
     for name in HEURISTICS:
@@ -91,7 +115,9 @@ def main() -> None:
 
     records = []
     for name in args.runs.split(","):
-        overrides = SETTING + RUNS[name] + [f"budget.placements={args.budget}", "progress=true"] + args.extra
+        warm = [f"warm_start.placer={best_heuristic}"] if name.endswith("_warm") else []
+        overrides = (setting + RUNS[name] + warm + [f"budget.placements={args.budget}", "progress=true"]
+                     + args.extra)
         r = run(name, overrides, out_dir)
         # the better of the best sample and the greedy placement, as the trainer itself now reports
         best = min(r["final_evaluation"]["step_time"] if r.get("final_evaluation") else math.inf,
@@ -107,7 +133,7 @@ def main() -> None:
         print(f"{name}: best {best * 1e3:.3f} ms, first 50 {first50 * 1e3:.3f} ms, "
               f"{best_heuristic} {reference * 1e3:.3f} ms", flush=True)
 
-    summary = {"setting": SETTING, "graph_ops": graph.num_ops, "heuristics": heuristics,
+    summary = {"setting": setting, "graph_ops": graph.num_ops, "heuristics": heuristics,
                "best_heuristic": best_heuristic, "runs": records}
     (out_dir / "learned_targets.json").write_text(json.dumps(summary, indent=1, default=float))
     (out_dir / "learned_targets.md").write_text(markdown(summary))
