@@ -184,8 +184,8 @@ class AdditiveScores(torch.autograd.Function):
     @staticmethod
     def forward(ctx, keys, queries, v):
         ctx.save_for_backward(keys, queries, v)
-        buffer = _Blocks(keys, queries)
-        return torch.cat([buffer.tanh(q) @ v for q in buffer.chunks], dim=1)
+        blocks = _Blocks(keys, queries)
+        return torch.cat([blocks.tanh(q) @ v for q in blocks.chunks], dim=1)
 
     @staticmethod
     def backward(ctx, grad):
