@@ -40,9 +40,7 @@ def heuristic_actions(problem, placer: str, seed: int = 0, **options) -> tuple[P
     """The heuristic's placement of ``problem`` (a PlacementEnv) as an action: one device per
     unit (the device of the unit's first op), and the op placement that action stands for."""
     placement = make_placer(placer, seed=seed, **options).place(problem.graph, problem.cluster)
-    first = np.full(problem.num_units, problem.graph.num_ops, dtype=np.int64)
-    np.minimum.at(first, problem.units.group_of, np.arange(problem.graph.num_ops))
-    actions = np.asarray(placement.device_of)[first]
+    actions = np.asarray(placement.device_of)[problem.units.first_ops()]
     return problem.units.expand(actions), torch.as_tensor(actions, dtype=torch.long)
 
 

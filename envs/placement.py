@@ -369,8 +369,7 @@ def _over_max(values: np.ndarray) -> np.ndarray:
 def _static_observation(graph: OpGraph, cluster: Cluster, units: CoarseGraph) -> dict[str, np.ndarray]:
     """The parts of the observation that do not change: unit features and unit edges."""
     U = units.num_groups
-    first = np.full(U, graph.num_ops, dtype=np.int64)
-    np.minimum.at(first, units.group_of, np.arange(graph.num_ops))
+    first = units.first_ops()
     types = sorted({t or "" for t in graph.op_type})
     type_id = {t: k for k, t in enumerate(types)}
     op_type = np.array([type_id[graph.op_type[i] or ""] for i in first], dtype=np.int64)

@@ -47,6 +47,13 @@ class CoarseGraph:
     def members(self, group: int) -> np.ndarray:
         return np.flatnonzero(self.group_of == group)
 
+    def first_ops(self) -> np.ndarray:
+        """The first (lowest-index, so topologically first) op of each group: the op that
+        stands for its group where one op's attributes are needed."""
+        first = np.full(self.num_groups, self.graph.num_ops, dtype=np.int64)
+        np.minimum.at(first, self.group_of, np.arange(self.graph.num_ops))
+        return first
+
     def expand(self, group_device) -> Placement:
         """The op placement that puts every op on its group's device."""
         group_device = np.asarray(group_device)
@@ -67,8 +74,7 @@ class CoarseGraph:
         when those lie in one other group. Raises GraphError if the grouping makes a cycle."""
         g = self.graph
         k = self.num_groups
-        first = np.full(k, g.num_ops, dtype=np.int64)
-        np.minimum.at(first, self.group_of, np.arange(g.num_ops))
+        first = self.first_ops()
         compute = np.zeros(k)
         np.add.at(compute, self.group_of, g.compute_time)
         persistent = np.zeros(k, dtype=np.int64)

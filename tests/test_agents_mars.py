@@ -4,6 +4,7 @@ pre-training and its cache, and learning the optimum of a toy graph."""
 import copy
 import itertools
 import math
+import zlib
 from dataclasses import replace
 
 import numpy as np
@@ -354,3 +355,25 @@ def test_mars_with_ppo_learns_the_toy_optimum():
     with torch.no_grad():
         after = policy.sample(50, torch.Generator().manual_seed(1)).actions
     assert np.mean([simulate(env.graph, env.cluster, a.numpy()).step_time for a in after]) <= 9.0
+
+
+def test_hashed_op_types_let_every_weight_transfer_between_graphs():
+    """With ``type_buckets`` the encoder's input is the same on every graph (op types hashed into
+    a shared vocabulary), so a policy trained on one graph fits another whole; without it, the
+    first graph convolution is sized by each graph's own op types."""
+    from rlplace.agents.policies.mars import hashed_op_types
+    from rlplace.zoo import linear_regression
+
+    envs = [PlacementEnv(layered(19, width=3, seed=3), "mars_p100"), PlacementEnv(linear_regression(), "mars_p100")]
+    own = [tiny_policy(env).state_dict() for env in envs]
+    assert any(own[0][k].shape != own[1][k].shape for k in own[0] if k not in ("x", "edge_index"))
+    shared = [tiny_policy(env, type_buckets=32) for env in envs]
+    for name, p in shared[0].named_parameters():
+        assert dict(shared[1].named_parameters())[name].shape == p.shape, name
+    graph = envs[1].graph
+    ids = hashed_op_types(graph, np.arange(graph.num_ops), 32)
+    for t in set(graph.op_type):  # one id per type, the same in any graph
+        same = ids[[i for i, u in enumerate(graph.op_type) if u == t]]
+        assert (same == zlib.crc32((t or "").encode()) % 32).all()
+    x = shared[1].x[:, :32]  # the one-hot part of the unit features
+    assert torch.equal(x.argmax(1), torch.as_tensor(hashed_op_types(graph, envs[1].units.first_ops(), 32)))

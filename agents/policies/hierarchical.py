@@ -216,8 +216,7 @@ def unit_features(units: CoarseGraph, config: HierarchicalConfig) -> dict[str, n
     part of its embedding (output shapes ‖ adjacency), op-type counts of all its ops, output
     shapes (for group embeddings), and the unit edges [2, E]."""
     graph, group_of, U = units.graph, units.group_of, units.num_groups
-    first = np.full(U, graph.num_ops, dtype=np.int64)
-    np.minimum.at(first, group_of, np.arange(graph.num_ops))
+    first = units.first_ops()
 
     common = [t for t, _ in sorted(Counter(t or "" for t in graph.op_type).items(), key=lambda kv: (-kv[1], kv[0]))]
     type_id = {t: k for k, t in enumerate(common[:config.num_types])}

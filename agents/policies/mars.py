@@ -34,6 +34,7 @@ PPO's per-decision ratios.
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,6 +61,9 @@ class MarsConfig:
     transformer_layers: int = 2          # not given by Mars or GDP for this scale
     transformer_heads: int = 4           # not given by Mars or GDP for this scale
     pretrain: bool = True                # Mars §3.2; false: Table 2's "Mars (no pre-training)"
+    type_buckets: int = 0                # 0: one-hot over this graph's op types; N > 0: op types
+                                         # hashed into N buckets, a vocabulary all graphs share, so
+                                         # every weight transfers to another graph (Table 3)
     dgi: DGIConfig = field(default_factory=DGIConfig)
     seed: int = 0                        # weight initialisation
 
@@ -68,6 +72,8 @@ class MarsConfig:
             raise ConfigError(f"agent.encoder must be one of {sorted(ENCODERS)}, got {self.encoder!r}")
         if self.placer not in PLACERS:
             raise ConfigError(f"agent.placer must be one of {list(PLACERS)}, got {self.placer!r}")
+        if self.type_buckets < 0:
+            raise ConfigError(f"agent.type_buckets must be >= 0, got {self.type_buckets}")
         if self.segment_size < 1:
             raise ConfigError(f"agent.segment_size must be positive, got {self.segment_size}")
         if self.placer_hidden % 2:
@@ -221,7 +227,11 @@ class MarsPolicy(nn.Module):
 
         base = env.unwrapped
         observation, _ = base.reset()
-        data = observation_to_data(observation, int(np.max(observation["op_type"], initial=0)) + 1)
+        num_types = int(np.max(observation["op_type"], initial=0)) + 1
+        if config.type_buckets:
+            num_types = config.type_buckets
+            observation = {**observation, "op_type": hashed_op_types(base.graph, base.units.first_ops(), num_types)}
+        data = observation_to_data(observation, num_types)
         policy = cls(data.x, data.edge_index, base.num_devices, config)
         if config.pretrain:
             policy.pretraining = pretrain_encoder(policy.encoder, policy.x, policy.edge_index,
@@ -254,6 +264,12 @@ class MarsPolicy(nn.Module):
     @torch.no_grad()
     def greedy(self) -> torch.Tensor:
         return self._decide(1, noise=torch.zeros(1, self.num_units, self.num_devices))[0][0]
+
+
+def hashed_op_types(graph, ops: np.ndarray, buckets: int) -> np.ndarray:
+    """The op type of each of ``ops`` as CRC-32 of its name modulo ``buckets``: the same id for
+    the same type in every graph (distinct types may share a bucket)."""
+    return np.array([zlib.crc32((graph.op_type[i] or "").encode()) % buckets for i in ops], dtype=np.int64)
 
 
 def _sinusoid(length: int, dim: int) -> torch.Tensor:

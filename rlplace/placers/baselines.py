@@ -79,9 +79,7 @@ class ExpertPlacer:
                               dtype=np.int64)
         device = _inherit_device(tag_device, graph.in_ptr, graph.in_edges, graph.edge_src)
         units = CoarseGraph.colocation(graph)
-        first = np.full(units.num_groups, graph.num_ops, dtype=np.int64)
-        np.minimum.at(first, units.group_of, np.arange(graph.num_ops))
-        return units.expand(device[first])
+        return units.expand(device[units.first_ops()])
 
 
 @numba.njit(cache=True)
