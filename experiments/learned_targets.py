@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -133,7 +134,7 @@ def main() -> None:
         print(f"{name}: best {best * 1e3:.3f} ms, first 50 {first50 * 1e3:.3f} ms, "
               f"{best_heuristic} {reference * 1e3:.3f} ms", flush=True)
 
-    summary = {"setting": setting, "graph_ops": graph.num_ops, "heuristics": heuristics,
+    summary = {"setting": setting, "name": args.setting, "graph_ops": graph.num_ops, "heuristics": heuristics,
                "best_heuristic": best_heuristic, "runs": records}
     (out_dir / "learned_targets.json").write_text(json.dumps(summary, indent=1, default=float))
     (out_dir / "learned_targets.md").write_text(markdown(summary))
@@ -143,7 +144,8 @@ def main() -> None:
 
 def markdown(summary: dict) -> str:
     h, best = summary["heuristics"], summary["best_heuristic"]
-    lines = [f"Setting: {' '.join(summary['setting'])} ({summary['graph_ops']} ops), simulator backend.", "",
+    shown = re.sub(r"graph.path=\S*/", "graph.path=<out_dir>/", " ".join(summary["setting"]))
+    lines = [f"Setting {summary['name']}: {shown} ({summary['graph_ops']} ops), simulator backend.", "",
              "| algorithmic placer | step time (ms) | OOM |", "|---|---|---|"]
     lines += [f"| {k} | {v['step_time'] * 1e3:.3f} | {'yes' if v['oom'] else 'no'} |" for k, v in h.items()]
     lines += ["", f"Best algorithmic placer (single excluded): **{best}**, "
@@ -169,7 +171,7 @@ def plot(summary: dict, path: Path) -> None:
     for k, name in enumerate(("single", summary["best_heuristic"])):
         ax.axhline(summary["heuristics"][name]["step_time"] * 1e3, linestyle="--", linewidth=1,
                    color=f"C{k + 6}", label=name)
-    save_curve_plot(fig, ax, f"learned placers, {' '.join(summary['setting'])}", path)
+    save_curve_plot(fig, ax, f"learned placers, setting {summary['name']} (cluster mars_p100)", path)
 
 
 def save_curve_plot(fig, ax, title: str, path: Path) -> None:
