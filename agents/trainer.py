@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,11 +128,26 @@ def train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfi
           logger: Logger | None = None) -> dict[str, Any]:
     """Train ``config.agent`` on (graph, cluster); returns the summary written to results.json
     (or, when ``stop_after_updates`` stopped the run, the summary so far with ``stopped``)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # A policy made sharp (by behaviour cloning, or late in training) carries subnormal floats
-    # through its backward pass; on a CPU each costs ~20x a normal one (Mars: 6x slower updates).
+    with flushed_subnormals():
+        return _train(graph, cluster, backend, config, Path(out_dir), logger)
+
+
+@contextmanager
+def flushed_subnormals():
+    """Subnormal floats read as zero inside, as they were outside afterwards. A policy made
+    sharp (by behaviour cloning, or late in training) carries them through its backward pass,
+    and on a CPU each costs ~20x a normal float (a cloned Mars policy: 6x slower updates)."""
+    was_flushing = float(torch.tensor([1e-38]) * 1e-3) == 0.0
     torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(was_flushing)
+
+
+def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfig, out_dir: Path,
+           logger: Logger | None) -> dict[str, Any]:
+    out_dir.mkdir(parents=True, exist_ok=True)
     env_options = {"mode": "one_shot", **config.env}
     problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
     policy = make_policy(config.agent, problem, seed=config.seed, **config.policy)

@@ -72,6 +72,20 @@ def test_outputs_warm_start_and_logger(problem, tmp_path):
     greedy_time = float("inf") if greedy["oom"] else greedy["step_time"]
     assert result["best_step_time"] == pytest.approx(min(sampled, greedy_time))
     assert result["best_is_greedy"] == (greedy_time < sampled)
+    assert (torch.tensor([1e-38]) * 1e-3).item() > 0  # subnormals are back once training is over
+
+
+def test_subnormals_flush_only_inside_training():
+    from rlplace.agents.trainer import flushed_subnormals
+
+    subnormal = lambda: (torch.tensor([1e-38]) * 1e-3).item()  # noqa: E731
+    assert subnormal() > 0
+    with flushed_subnormals():
+        assert subnormal() == 0
+        with flushed_subnormals():
+            pass
+        assert subnormal() == 0  # an inner use restores the outer state, not the default
+    assert subnormal() > 0
 
 
 def test_fine_tuning_hook_copies_matching_weights(problem, tmp_path):
