@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from rlplace.agents.policies import POLICIES, make_policy
+from rlplace.agents.trainer import copy_parameters
 from rlplace.backends import SimBackend
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
@@ -50,12 +51,11 @@ class PolicyPlacer:
             options["pretrain"] = False  # the trained encoder weights are loaded below
         policy = make_policy(self.agent, env, **options)
         trained = self.state["policy"]
-        with torch.no_grad():
-            for name, parameter in policy.named_parameters():
-                if name not in trained or trained[name].shape != parameter.shape:
-                    found = tuple(trained[name].shape) if name in trained else "none"
-                    raise ConfigError(f"placer {self.agent}:{self.checkpoint}: parameter {name} is "
-                                      f"{tuple(parameter.shape)} for graph {graph.name} but {found} in the "
-                                      "checkpoint (trained on another graph or cluster?)")
-                parameter.copy_(trained[name])
+        skipped = copy_parameters(policy, trained)
+        if skipped:
+            name = skipped[0]
+            found = tuple(trained[name].shape) if name in trained else "none"
+            raise ConfigError(f"placer {self.agent}:{self.checkpoint}: parameter {name} is "
+                              f"{tuple(dict(policy.named_parameters())[name].shape)} for graph {graph.name} "
+                              f"but {found} in the checkpoint (trained on another graph or cluster?)")
         return env.units.expand(policy.greedy().cpu().numpy())

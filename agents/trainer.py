@@ -253,7 +253,8 @@ def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, co
     if progress.best_actions is not None:
         best = problem.units.expand(np.asarray(progress.best_actions))
         best.save(out_dir / "best_placement.json", problem.graph, problem.cluster)
-        summary["final_evaluation"] = problem.backend.evaluate(problem.graph, problem.cluster, best).as_dict()
+        final = greedy if best_is_greedy else problem.backend.evaluate(problem.graph, problem.cluster, best)
+        summary["final_evaluation"] = final.as_dict()
     (out_dir / "results.json").write_text(json.dumps(summary, indent=1, default=float))
     if config.plots:
         plot_training_curve(progress.step_times, progress.valid, out_dir / "training_curve.png",
@@ -292,12 +293,20 @@ def load_matching_weights(policy, path: str | Path) -> dict[str, float]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"init_checkpoint: no such file {path}")
-    source = torch.load(path, weights_only=False)["policy"]
-    copied = 0
+    skipped = copy_parameters(policy, torch.load(path, weights_only=False)["policy"])
+    total = sum(1 for _ in policy.parameters())
+    return {"init_tensors_copied": total - len(skipped), "init_tensors_skipped": len(skipped)}
+
+
+def copy_parameters(policy, source: dict[str, torch.Tensor]) -> list[str]:
+    """Copy ``source`` (a saved state dict) into the policy's parameters of the same name and
+    shape, never into its buffers (the graph's own features); returns the names of the
+    parameters left as they were."""
+    skipped = []
     with torch.no_grad():
         for name, parameter in policy.named_parameters():
             if name in source and source[name].shape == parameter.shape:
                 parameter.copy_(source[name])
-                copied += 1
-    total = sum(1 for _ in policy.parameters())
-    return {"init_tensors_copied": copied, "init_tensors_skipped": total - copied}
+            else:
+                skipped.append(name)
+    return skipped

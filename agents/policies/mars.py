@@ -227,10 +227,10 @@ class MarsPolicy(nn.Module):
 
         base = env.unwrapped
         observation, _ = base.reset()
-        num_types = int(np.max(observation["op_type"], initial=0)) + 1
         if config.type_buckets:
-            num_types = config.type_buckets
-            observation = {**observation, "op_type": hashed_op_types(base.graph, base.units.first_ops(), num_types)}
+            hashed = hashed_op_types(base.graph, base.units.first_ops(), config.type_buckets)
+            observation = {**observation, "op_type": hashed}
+        num_types = config.type_buckets or int(np.max(observation["op_type"], initial=0)) + 1
         data = observation_to_data(observation, num_types)
         policy = cls(data.x, data.edge_index, base.num_devices, config)
         if config.pretrain:
