@@ -117,6 +117,36 @@ def test_every_table_runs_in_smoke_mode(table, tmp_path, graph_cache, monkeypatc
         assert (tmp_path / figure).stat().st_size > 0
 
 
+def test_learned_runs_are_read_back_when_finished_and_continued_when_the_budget_grows(tmp_path, monkeypatch):
+    import rlplace.apps.train as train_app
+    from experiments.tables import learned
+    from experiments.tables.common import Context, Setting
+    from rlplace.presets import load_preset
+
+    setting = Setting("tiny", "tiny", load_preset("graph", "layered", num_ops=40, seed=1), "synthetic")
+    agent = {"name": "hierarchical", "policy": {"num_groups": 4, "placer_hidden": 8, "grouper_hidden": 8}}
+    ctx = Context(mode="smoke", seed=0, out_dir=tmp_path, plots=False)
+    first = learned.train_record(setting, "baechi_2080", agent, ctx, "hp", budget=8)
+    run_dir = tmp_path / "runs" / "tiny_hp_s0"
+    steps_before = (run_dir / "metrics.csv").read_text()
+
+    def no_training(cfg, out_dir):
+        raise AssertionError("a finished run with the same config was trained again")
+
+    monkeypatch.setattr(train_app, "train_from_config", no_training)
+    again = learned.train_record(setting, "baechi_2080", agent, ctx, "hp", budget=8)
+    assert again["step_time"] == first["step_time"] and again["evaluated"] == 8
+    monkeypatch.undo()
+    real_train, resumed = train_app.train_from_config, []
+    monkeypatch.setattr(train_app, "train_from_config", lambda cfg, out: resumed.append(cfg.resume) or real_train(cfg, out))
+    longer = learned.train_record(setting, "baechi_2080", agent, ctx, "hp", budget=16)
+    assert resumed == [True] and longer["evaluated"] == 16 and longer["step_time"] <= first["step_time"]
+    assert (run_dir / "metrics.csv").read_text().startswith(steps_before)
+    assert [s for s, _ in longer["curve"]] == [4, 8, 12, 16]
+    other = learned.train_record(setting, "baechi_2080", {**agent, "samples": 2}, ctx, "hp", budget=8)
+    assert resumed == [True, False] and [s for s, _ in other["curve"]] == [2, 4, 6, 8]  # new config: afresh
+
+
 def test_smoke_mode_merges_the_smoke_section_and_bad_modes_are_config_errors():
     with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
         full = table_config(compose("reproduce", overrides=["table=baechi_table3"]))
@@ -127,6 +157,19 @@ def test_smoke_mode_merges_the_smoke_section_and_bad_modes_are_config_errors():
     assert smoke["paper"] == full["paper"]
     with pytest.raises(ConfigError, match="mode"):
         table_config(bad)
+
+
+def test_agent_overrides_reach_every_learned_column_of_that_agent_only():
+    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+        table = table_config(compose("reproduce", overrides=[
+            "table=mars_table2", "+table.agent_overrides.mars.policy.placer_hidden=128"]))
+        wrong = compose("reproduce", overrides=["table=mars_table1", "+table.agent_overrides.hierarchical.samples=2"])
+    agents = table["agents"]
+    assert [a["policy"]["placer_hidden"] for a in (agents["mars"], agents["mars (no pre-training)"], agents["encoder-placer"])] == [128] * 3
+    assert agents["encoder-placer"]["policy"]["encoder"] == "sage"  # the column's own options stay
+    assert "policy" not in agents["grouper-placer"]
+    with pytest.raises(ConfigError, match="agent_overrides.*hierarchical"):
+        table_config(wrong)
 
 
 def test_cli_unknown_table_exits_2(tmp_path, rlplace_cli):

@@ -199,7 +199,20 @@ def setting_lines(table: Mapping[str, Any], settings_: Sequence[Setting], cluste
         what = s.spec.get("model") or s.spec.get("profile") or s.spec.get("graph")
         lines.append(f"{s.label}: `{what}`{f' ({knobs})' if knobs else ''}, {s.graph.num_ops:,} ops, "
                      f"{s.graph.num_edges:,} edges; costs {s.source}")
+    for agent, options in (table.get("agent_overrides") or {}).items():
+        lines.append(f"agent overrides ({agent}): " + ", ".join(f"{k}={v}" for k, v in _flat(options)))
     return lines + list(extra)
+
+
+def _flat(options: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested options as dotted keys: {"policy": {"placer_hidden": 128}} -> [("policy.placer_hidden", 128)]."""
+    items = []
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            items += _flat(value, f"{prefix}{key}.")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
 
 
 def paper_value(table: Mapping[str, Any], model: str, column: str) -> Any:

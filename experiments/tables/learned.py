@@ -1,10 +1,16 @@
 """Learned placers inside the paper tables: each run is an ``rlplace-train`` run
 (``rlplace.apps.train.train_from_config``) on a table setting's graph, with a budget of
-evaluated placements, and the training curve is read back from its ``metrics.csv``."""
+evaluated placements, and the training curve is read back from its ``metrics.csv``.
+
+A run directory keeps its config (``train_config.yaml``). Running a table again in the same
+directory (``hydra.run.dir=<old run>``) reads back every run that finished with the same config,
+and continues one that was interrupted, or that finished with a smaller budget, from its
+checkpoint: nothing already trained is lost or repeated."""
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 from importlib.resources import files
 from pathlib import Path
@@ -36,22 +42,61 @@ def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], 
 
 def train_record(setting: Setting, cluster_name: str, agent: Mapping[str, Any], ctx: Context, placer: str,
                  seed: int | None = None, budget: int | None = None, init_checkpoint: str | None = None,
-                 **extra) -> dict:
+                 run_name: str | None = None, **extra) -> dict:
     """Train ``agent`` on the setting; a record like a heuristic's (step time of the best
-    placement, evaluated once more) plus the curve."""
+    placement, evaluated once more) plus the curve. The run goes into ``runs/<run_name>`` (by
+    default ``<setting>_<placer>_s<seed>``); a finished run there with the same config is read
+    back, an unfinished one continued (module docstring)."""
     from rlplace.apps.train import train_from_config
 
     seed = ctx.seed if seed is None else seed
-    run_dir = ctx.out_dir / "runs" / f"{setting.key}_{placer}_s{seed}"
+    run_dir = ctx.out_dir / "runs" / (run_name or f"{setting.key}_{placer}_s{seed}")
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = train_config(setting, cluster_name, agent, budget or ctx.budget, seed, run_dir / "graph.json.gz",
                        init_checkpoint)
-    summary = train_from_config(cfg, run_dir)
+    summary = previous_run(run_dir, cfg)
+    if summary is None:
+        OmegaConf.save(cfg, run_dir / RUN_CONFIG)
+        summary = train_from_config(cfg, run_dir)
     final = summary.get("final_evaluation")
     return {"model": setting.key, "placer": placer, "seed": seed,
             "step_time": final["step_time"] if final else math.inf, "oom": final is None or final["oom"],
             "placement_time": summary["seconds"], "evaluated": summary["evaluated"],
             "curve": read_curve(run_dir / "metrics.csv"), "run_dir": str(run_dir), **extra}
+
+
+RUN_CONFIG = "train_config.yaml"
+
+
+def previous_run(run_dir: Path, cfg) -> dict | None:
+    """The summary of the run already in ``run_dir`` when it was made with ``cfg`` and finished
+    its budget; otherwise None, with ``cfg.resume`` set when its checkpoint can be continued
+    (same config but the budget, fewer placements evaluated than this budget)."""
+    saved = run_dir / RUN_CONFIG
+    if not saved.is_file():
+        return None
+    old = OmegaConf.load(saved)
+    if _without_budget(old) != _without_budget(cfg):
+        return None
+    results = run_dir / "results.json"
+    if results.is_file() and old.budget.placements == cfg.budget.placements:
+        summary = json.loads(results.read_text())
+        if not summary.get("stopped"):
+            return summary
+    checkpoint = run_dir / "checkpoint.pt"
+    if checkpoint.is_file():
+        import torch
+
+        evaluated = torch.load(checkpoint, weights_only=False)["progress"]["evaluated"]
+        cfg.resume = evaluated <= cfg.budget.placements
+    return None
+
+
+def _without_budget(cfg) -> dict:
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("budget")
+    plain.pop("resume")
+    return plain
 
 
 def read_curve(path: Path) -> list[list[float]]:

@@ -88,7 +88,8 @@ def table3(table: Mapping, ctx: Context) -> TableOutput:
         learned.append(train_record(s, table["cluster"], agent, ctx, placer="direct", budget=budget + finetune))
         for kind in ("similar", "different"):
             source = build_setting(s.spec[kind], device)
-            src = train_record(source, table["cluster"], agent, ctx, placer=f"source for {s.key}", budget=budget)
+            src = train_record(source, table["cluster"], agent, ctx, placer=f"source for {s.key}", budget=budget,
+                               run_name=f"{source.key}_source_s{ctx.seed}")  # one run serves every target
             tuned = train_record(s, table["cluster"], agent, ctx, placer=kind, budget=finetune,
                                  init_checkpoint=str(Path(src["run_dir"]) / "checkpoint.pt"), source=source.key)
             learned.append(tuned)

@@ -4,6 +4,8 @@ paper's numbers, with the claims' verdicts.
     rlplace-reproduce table=baechi_table3                 # full mode, paper sizes
     rlplace-reproduce table=baechi_table3 mode=smoke      # tiny graphs, seconds
     rlplace-reproduce table=hp_table1 budget=200          # learned tables: placements per run
+    rlplace-reproduce table=mars_table2 +table.agent_overrides.mars.policy.placer_hidden=128
+    rlplace-reproduce table=mars_table2 hydra.run.dir=<old run>   # continue it: finished runs read back
     rlplace-reproduce table=celeritas_table3 record=true  # also copy to experiments/results/tables/
     rlplace-reproduce table=baechi_table3 why_only=true   # recorded run: refresh the `why` notes only
 
@@ -53,6 +55,24 @@ def table_config(cfg: DictConfig) -> dict:
     for key in ("name", "run", "title"):
         if key not in table:
             raise ConfigError(f"table.{key} is missing")
+    return with_agent_overrides(table)
+
+
+def with_agent_overrides(table: dict) -> dict:
+    """``table.agent_overrides.<agent name>`` merged into every learned column of that agent
+    (``table.agent`` and ``table.agents.*``), e.g. ``+table.agent_overrides.mars.policy.placer_hidden=128``."""
+    overrides = table.get("agent_overrides") or {}
+    unknown = set(overrides) - {a["name"] for a in [table.get("agent", {}), *table.get("agents", {}).values()] if a}
+    if unknown:
+        raise ConfigError(f"table.agent_overrides: no learned column of agent {', '.join(sorted(unknown))} in {table['name']}")
+
+    def merged(agent: dict) -> dict:
+        return OmegaConf.to_container(OmegaConf.merge(agent, overrides.get(agent["name"], {})))
+
+    if table.get("agent"):
+        table["agent"] = merged(table["agent"])
+    if table.get("agents"):
+        table["agents"] = {label: merged(agent) for label, agent in table["agents"].items()}
     return table
 
 
