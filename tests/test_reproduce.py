@@ -147,6 +147,21 @@ def test_learned_runs_are_read_back_when_finished_and_continued_when_the_budget_
     assert resumed == [True, False] and [s for s, _ in other["curve"]] == [2, 4, 6, 8]  # new config: afresh
 
 
+def test_budget_seconds_ends_learned_runs_early_but_not_the_generalization_table(tmp_path):
+    from experiments.tables import learned, mars
+    from experiments.tables.common import Context, Setting
+    from rlplace.presets import load_preset
+
+    setting = Setting("tiny", "tiny", load_preset("graph", "layered", num_ops=40, seed=1), "synthetic")
+    agent = {"name": "hierarchical", "policy": {"num_groups": 4, "placer_hidden": 8, "grouper_hidden": 8}}
+    ctx = Context(mode="smoke", seed=0, out_dir=tmp_path, plots=False, budget_seconds=1e-9)
+    record = learned.train_record(setting, "baechi_2080", agent, ctx, "hp", budget=400)
+    assert record["evaluated"] == 4  # one update of 4 samples, then the seconds are spent
+    assert "or 1e-09 s of training" in learned.budget_words(400, ctx)
+    with pytest.raises(ConfigError, match="budget_seconds"):
+        mars.table3({"agent": agent, "models": []}, ctx)
+
+
 def test_smoke_mode_merges_the_smoke_section_and_bad_modes_are_config_errors():
     with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
         full = table_config(compose("reproduce", overrides=["table=baechi_table3"]))

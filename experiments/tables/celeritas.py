@@ -7,7 +7,7 @@ from typing import Mapping
 from experiments.tables import claims as C
 from experiments.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, judge, paper_value,
                                        plot_step_times, run_placers, setting_lines, settings)
-from experiments.tables.learned import train_record
+from experiments.tables.learned import budget_words, train_record
 from rlplace.placers.celeritas import fusion_stats
 
 def _labels(sets) -> dict[str, str]:
@@ -93,8 +93,7 @@ def table3(table: Mapping, ctx: Context) -> TableOutput:
     ]
     out = TableOutput(table["name"], table["title"],
                       setting_lines(table, sets, cluster, ctx,
-                                    ["HRL: the Hierarchical Planner trained for budget = "
-                                     f"{ctx.budget} placements" if ctx.budget else
+                                    [f"HRL: the Hierarchical Planner, {budget_words(ctx.budget, ctx)}" if ctx.budget else
                                      "HRL: not run (give budget=N to train the Hierarchical Planner); paper's only"]),
                       ["model", *columns, "Celeritas vs second best"], rows, records, judge(claims, records, table),
                       ["Cells: ours (paper), seconds."])

@@ -42,6 +42,7 @@ class Context:
     seed: int
     out_dir: Path
     budget: int | None = None  # learned tables: evaluated placements per training run
+    budget_seconds: float | None = None  # ... and seconds of training per run, whichever ends first
     plots: bool = True
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from experiments.tables import claims as C
 from experiments.tables.common import (Context, TableOutput, cell, cluster_name, cluster_of, fmt_step, judge,
                                        paper_value, plot_step_times, run_placers, setting_lines, settings)
-from experiments.tables.learned import plot_curves, train_record
+from experiments.tables.learned import budget_words, plot_curves, train_record
 
 
 def _budget(table: Mapping, ctx: Context) -> int:
@@ -61,8 +61,8 @@ def _finish(table, ctx, sets, records, learned, header, rows, claims, placers) -
     labels = {s.key: s.label for s in sets}
     out = TableOutput(table["name"], table["title"],
                       setting_lines(table, sets, cluster_of(table, setting=sets[0]), ctx,
-                                    [f"learned: {table['agent']['name']}, {_budget(table, ctx)} evaluated placements "
-                                     f"per run (the paper: 1000 policy updates × 4 samples); clusters per row"]),
+                                    [f"learned: {table['agent']['name']}, {budget_words(_budget(table, ctx), ctx)} "
+                                     f"(the paper: 1000 policy updates × 4 samples); clusters per row"]),
                       header, rows, records, judge(claims, records, table), ["Cells: ours (paper), seconds."])
     if ctx.plots:
         plot_step_times(records, labels, ctx.out_dir / "step_times.png", table["title"], placers)
@@ -100,7 +100,7 @@ def table2(table: Mapping, ctx: Context) -> TableOutput:
                           [("hierarchical", "random grouping (best)")])]
     out = TableOutput(table["name"], table["title"],
                       setting_lines(table, sets, cluster_of(table, setting=sets[0]), ctx,
-                                    [f"{trials} random groupings per model, {_budget(table, ctx)} evaluated placements each"]),
+                                    [f"{trials} random groupings per model, {budget_words(_budget(table, ctx), ctx)}"]),
                       ["model", "random: best", "median", "worst", "Hierarchical Planner", "improvement"], rows,
                       learned + summary, judge(claims, summary, table), ["Cells: ours (paper), seconds."])
     if ctx.plots and learned:

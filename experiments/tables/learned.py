@@ -24,9 +24,10 @@ from rlplace.presets import preset_config
 
 
 def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], budget: int, seed: int,
-                 graph_path: Path, init_checkpoint: str | None = None):
+                 graph_path: Path, init_checkpoint: str | None = None, seconds: float | None = None):
     """The config ``rlplace-train`` would compose for ``agent=<name>`` with the agent's
-    overrides, this setting's graph (saved to ``graph_path``) and ``budget.placements``."""
+    overrides, this setting's graph (saved to ``graph_path``) and ``budget.placements`` (and
+    ``budget.seconds``)."""
     base = OmegaConf.load(str(files("rlplace.conf").joinpath("train.yaml")))
     base.pop("defaults")
     setting.graph.save(graph_path)
@@ -36,7 +37,7 @@ def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], 
         "cluster": preset_config("cluster", cluster_name), "backend": preset_config("backend", "sim"),
         "agent": OmegaConf.merge(preset_config("agent", agent["name"]), overrides),
         "logger": preset_config("logger", "csv"), "seed": seed, "progress": False, "plots": True,
-        "budget": {"placements": int(budget), "seconds": None}, "init_checkpoint": init_checkpoint})
+        "budget": {"placements": int(budget), "seconds": seconds}, "init_checkpoint": init_checkpoint})
     return cfg
 
 
@@ -53,7 +54,7 @@ def train_record(setting: Setting, cluster_name: str, agent: Mapping[str, Any], 
     run_dir = ctx.out_dir / "runs" / (run_name or f"{setting.key}_{placer}_s{seed}")
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = train_config(setting, cluster_name, agent, budget or ctx.budget, seed, run_dir / "graph.json.gz",
-                       init_checkpoint)
+                       init_checkpoint, ctx.budget_seconds)
     summary = previous_run(run_dir, cfg)
     if summary is None:
         OmegaConf.save(cfg, run_dir / RUN_CONFIG)
@@ -68,10 +69,17 @@ def train_record(setting: Setting, cluster_name: str, agent: Mapping[str, Any], 
 RUN_CONFIG = "train_config.yaml"
 
 
+def budget_words(placements: int, ctx: Context) -> str:
+    """A learned table's budget as stated above it."""
+    seconds = f" or {ctx.budget_seconds:g} s of training, whichever came first" if ctx.budget_seconds else ""
+    return f"{placements} evaluated placements per run{seconds}"
+
+
 def previous_run(run_dir: Path, cfg) -> dict | None:
     """The summary of the run already in ``run_dir`` when it was made with ``cfg`` and finished
     its budget; otherwise None, with ``cfg.resume`` set when its checkpoint can be continued
-    (same config but the budget, fewer placements evaluated than this budget)."""
+    (same config but the budget, fewer placements evaluated than this budget; the trainer ends
+    at once when its seconds are already spent)."""
     saved = run_dir / RUN_CONFIG
     if not saved.is_file():
         return None
@@ -79,7 +87,7 @@ def previous_run(run_dir: Path, cfg) -> dict | None:
     if _without_budget(old) != _without_budget(cfg):
         return None
     results = run_dir / "results.json"
-    if results.is_file() and old.budget.placements == cfg.budget.placements:
+    if results.is_file() and old.budget == cfg.budget:
         summary = json.loads(results.read_text())
         if not summary.get("stopped"):
             return summary

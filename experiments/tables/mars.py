@@ -10,11 +10,16 @@ from typing import Mapping
 from experiments.tables import claims as C
 from experiments.tables.common import (Context, TableOutput, build_setting, cell, cluster_of, fmt_step, judge,
                                        paper_value, plot_step_times, run_placers, setting_lines, settings)
-from experiments.tables.learned import plot_curves, train_record
+from experiments.tables.learned import budget_words, plot_curves, train_record
+from rlplace.errors import ConfigError
 
 
 def _budget(table: Mapping, ctx: Context) -> int:
     return int(ctx.budget or table["budget"])
+
+
+def _evaluated_note(learned: list[dict]) -> str:
+    return "Placements evaluated per run: " + "; ".join(f"{r['model']} {r['placer']} {r['evaluated']}" for r in learned) + "."
 
 
 def _learned(table: Mapping, ctx: Context, sets) -> list[dict]:
@@ -32,9 +37,9 @@ def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: 
     labels = {s.key: s.label for s in sets}
     out = TableOutput(table["name"], table["title"],
                       setting_lines(table, sets, cluster_of(table), ctx,
-                                    [f"learned: {_budget(table, ctx)} evaluated placements per run", *extra]),
+                                    [f"learned: {budget_words(_budget(table, ctx), ctx)}", *extra]),
                       ["model", *columns], rows, records, judge(claims, records, table),
-                      ["Cells: ours (paper), seconds."])
+                      ["Cells: ours (paper), seconds.", *([_evaluated_note(learned)] if learned else [])])
     if ctx.plots and records:
         plot_step_times(records, labels, ctx.out_dir / "step_times.png", table["title"], columns)
         out.figures.append("step_times.png")
@@ -78,6 +83,8 @@ def table2(table: Mapping, ctx: Context) -> TableOutput:
 def table3(table: Mapping, ctx: Context) -> TableOutput:
     """Generalization: train on a source workload, fine-tune ``finetune`` placements on the
     unseen one; against training directly on it with the same total number of placements."""
+    if ctx.budget_seconds:
+        raise ConfigError("mars_table3 compares runs of equal placement totals; give budget=N, not budget_seconds")
     sets = settings(table)
     device = table.get("cost", {}).get("device")
     agent = table["agent"]

@@ -4,6 +4,7 @@ paper's numbers, with the claims' verdicts.
     rlplace-reproduce table=baechi_table3                 # full mode, paper sizes
     rlplace-reproduce table=baechi_table3 mode=smoke      # tiny graphs, seconds
     rlplace-reproduce table=hp_table1 budget=200          # learned tables: placements per run
+    rlplace-reproduce table=mars_table1 budget_seconds=240    # ... or seconds of training, whichever first
     rlplace-reproduce table=mars_table2 +table.agent_overrides.mars.policy.placer_hidden=128
     rlplace-reproduce table=mars_table2 hydra.run.dir=<old run>   # continue it: finished runs read back
     rlplace-reproduce table=celeritas_table3 record=true  # also copy to experiments/results/tables/
@@ -92,7 +93,8 @@ def reproduce(cfg: DictConfig, out_dir: Path):
         fn = getattr(import_module(module), func)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"table.run: cannot load {table['run']!r} ({exc})") from None
-    ctx = Context(mode=cfg.mode, seed=cfg.seed, out_dir=out_dir, budget=cfg.budget, plots=cfg.plots)
+    ctx = Context(mode=cfg.mode, seed=cfg.seed, out_dir=out_dir, budget=cfg.budget,
+                  budget_seconds=cfg.budget_seconds, plots=cfg.plots)
     out_dir.mkdir(parents=True, exist_ok=True)
     output = fn(table, ctx)
     output.write(out_dir)
