@@ -187,6 +187,12 @@ def test_agent_overrides_reach_every_learned_column_of_that_agent_only():
         table_config(wrong)
 
 
+@pytest.mark.parametrize("readme", ["README.md", "experiments/README.md"])
+def test_readmes_list_every_table_with_its_command(readme):
+    text = (REPO / readme).read_text()
+    assert [t for t in TABLES if f"`rlplace-reproduce table={t}" not in text] == []
+
+
 def test_cli_unknown_table_exits_2(tmp_path, rlplace_cli):
     result = subprocess.run([*rlplace_cli("reproduce"), "table=nope", f"hydra.run.dir={tmp_path}"],
                             capture_output=True, text=True)
