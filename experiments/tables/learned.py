@@ -119,7 +119,8 @@ def read_curve(path: Path) -> list[list[float]]:
 def plot_curves(records: Sequence[Mapping], heuristics: Sequence[Mapping], labels: Mapping[str, str],
                 path: Path, title: str) -> None:
     """Best step time vs evaluated placements per learned run, one panel per model, with the
-    heuristics' step times as horizontal lines."""
+    heuristics' step times as horizontal lines; a dot marks a final greedy placement that beat
+    every sample."""
     models = list(dict.fromkeys(r["model"] for r in records))
     if not models:
         return
@@ -127,7 +128,10 @@ def plot_curves(records: Sequence[Mapping], heuristics: Sequence[Mapping], label
     for ax, m in zip(axes[0], models):
         for k, r in enumerate(x for x in records if x["model"] == m and x.get("curve")):
             xs, ys = zip(*r["curve"])
-            ax.step(xs, ys, where="post", label=f"{r['placer']} (seed {r.get('seed', 0)})", color=f"C{k}")
+            style = {"color": f"C{k % 10}", "linestyle": "-" if k < 10 else ":"}
+            ax.step(xs, ys, where="post", label=f"{r['placer']} (seed {r.get('seed', 0)})", **style)
+            if math.isfinite(r["step_time"]) and r["step_time"] < ys[-1]:  # the final greedy placement won
+                ax.plot([xs[-1]], [r["step_time"]], marker="o", markersize=4, **style)
         for k, h in enumerate(x for x in heuristics if x["model"] == m and not x.get("oom")):
             ax.axhline(h["step_time"], linestyle="--", linewidth=1, color=f"C{(k + 5) % 10}", label=h["placer"])
         ax.set_xlabel("placements evaluated")
