@@ -187,6 +187,19 @@ def test_agent_overrides_reach_every_learned_column_of_that_agent_only():
         table_config(wrong)
 
 
+def test_skipped_cells_are_not_trained_and_their_claims_not_checked(tmp_path, graph_cache, monkeypatch):
+    monkeypatch.setenv("RLPLACE_CACHE", str(graph_cache))
+    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+        cfg = compose("reproduce", overrides=["table=mars_table1", "mode=smoke", "+table.skip=[gnmt4:seq2seq]"])
+        bad = compose("reproduce", overrides=["table=mars_table1", "mode=smoke", "+table.skip=[gnmt4:nope]"])
+    out = reproduce(cfg, tmp_path)
+    assert sorted(r["placer"] for r in out.records) == ["seq2seq (segment)", "trf-xl"]
+    assert out.verdicts[0].holds is None  # segment vs seq2seq: its only model was skipped
+    assert "not trained (table.skip): gnmt4:seq2seq" in (tmp_path / "mars_table1.md").read_text()
+    with pytest.raises(ConfigError, match="gnmt4:nope"):
+        reproduce(bad, tmp_path / "bad")
+
+
 @pytest.mark.parametrize("readme", ["README.md", "experiments/README.md"])
 def test_readmes_list_every_table_with_its_command(readme):
     text = (REPO / readme).read_text()

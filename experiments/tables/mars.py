@@ -22,10 +22,20 @@ def _evaluated_note(learned: list[dict]) -> str:
     return "Placements evaluated per run: " + "; ".join(f"{r['model']} {r['placer']} {r['evaluated']}" for r in learned) + "."
 
 
+def _skipped(table: Mapping, sets) -> set[str]:
+    """``table.skip``: "<model>:<column>" cells not trained (e.g. too large for this machine)."""
+    skip = set(table.get("skip") or [])
+    known = {f"{s.key}:{label}" for s in sets for label in table["agents"]}
+    if skip - known:
+        raise ConfigError(f"table.skip: no cell {', '.join(sorted(skip - known))} (give <model>:<column>)")
+    return skip
+
+
 def _learned(table: Mapping, ctx: Context, sets) -> list[dict]:
-    """One training run per (setting, learned column)."""
+    """One training run per (setting, learned column), but the skipped cells."""
+    skip = _skipped(table, sets)
     return [train_record(s, table["cluster"], agent, ctx, placer=label, budget=_budget(table, ctx))
-            for label, agent in table["agents"].items() for s in sets]
+            for label, agent in table["agents"].items() for s in sets if f"{s.key}:{label}" not in skip]
 
 
 def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: list[dict],
@@ -37,7 +47,8 @@ def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: 
     labels = {s.key: s.label for s in sets}
     out = TableOutput(table["name"], table["title"],
                       setting_lines(table, sets, cluster_of(table), ctx,
-                                    [f"learned: {budget_words(_budget(table, ctx), ctx)}", *extra]),
+                                    [f"learned: {budget_words(_budget(table, ctx), ctx)}", *extra,
+                                     *([f"not trained (table.skip): {', '.join(table['skip'])}"] if table.get("skip") else [])]),
                       ["model", *columns], rows, records, judge(claims, records, table),
                       ["Cells: ours (paper), seconds.", *([_evaluated_note(learned)] if learned else [])])
     if ctx.plots and records:
