@@ -22,6 +22,8 @@ from omegaconf import OmegaConf
 from experiments.tables.common import Context, Setting
 from rlplace.presets import preset_config
 
+RUN_CONFIG = "train_config.yaml"  # the config a training run was made with, beside its outputs
+
 
 def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], budget: int, seed: int,
                  graph_path: Path, init_checkpoint: str | None = None, seconds: float | None = None):
@@ -64,9 +66,6 @@ def train_record(setting: Setting, cluster_name: str, agent: Mapping[str, Any], 
             "step_time": final["step_time"] if final else math.inf, "oom": final is None or final["oom"],
             "placement_time": summary["seconds"], "evaluated": summary["evaluated"],
             "curve": read_curve(run_dir / "metrics.csv"), "run_dir": str(run_dir), **extra}
-
-
-RUN_CONFIG = "train_config.yaml"
 
 
 def budget_words(placements: int, ctx: Context) -> str:
