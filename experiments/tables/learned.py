@@ -120,12 +120,15 @@ def plot_curves(records: Sequence[Mapping], heuristics: Sequence[Mapping], label
     """Best step time vs evaluated placements per learned run, one panel per model, with the
     heuristics' step times as horizontal lines; a dot marks a final greedy placement that beat
     every sample."""
-    models = list(dict.fromkeys(r["model"] for r in records))
+    present = {r["model"] for r in records}
+    models = [m for m in dict.fromkeys([*labels, *(r["model"] for r in records)]) if m in present]
     if not models:
         return
+    runs = list(dict.fromkeys((r["placer"], r.get("seed", 0)) for r in records))  # one colour per run, all panels
     fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 3.8), squeeze=False)
     for ax, m in zip(axes[0], models):
-        for k, r in enumerate(x for x in records if x["model"] == m and x.get("curve")):
+        for r in (x for x in records if x["model"] == m and x.get("curve")):
+            k = runs.index((r["placer"], r.get("seed", 0)))
             xs, ys = zip(*r["curve"])
             style = {"color": f"C{k % 10}", "linestyle": "-" if k < 10 else ":"}
             ax.step(xs, ys, where="post", label=f"{r['placer']} (seed {r.get('seed', 0)})", **style)

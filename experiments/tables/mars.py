@@ -65,9 +65,10 @@ def table1(table: Mapping, ctx: Context) -> TableOutput:
     sets = settings(table)
     learned = _learned(table, ctx, sets)
     keys = [s.key for s in sets]
+    skip = _skipped(table, sets)
     claims = [
-        C.no_slower("segment_le_seq2seq", "the segment-level placer is no slower than seq2seq on every model",
-                    keys, [("seq2seq (segment)", "seq2seq")]),
+        C.no_slower("segment_le_seq2seq", "the segment-level placer is no slower than seq2seq on every model "
+                    "(every model trained)", [k for k in keys if f"{k}:seq2seq" not in skip], [("seq2seq (segment)", "seq2seq")]),
         C.no_slower("segment_le_trfxl_bert", "the segment-level placer is no slower than Transformer-XL on BERT "
                     "(paper: 9.821 vs 11.363 s)", [k for k in keys if k == "bert"], [("seq2seq (segment)", "trf-xl")]),
     ]
