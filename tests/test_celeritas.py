@@ -10,8 +10,8 @@ from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
-from rlplace.placers.celeritas import (cpd_topo, dfs_topo, fusion_stats, levels, optimal_breakpoints,
-                                       optimal_fusion)
+from rlplace.placers.celeritas import (cpd_topo, dfs_topo, follow_first_placed, fusion_stats, levels,
+                                       optimal_breakpoints, optimal_fusion)
 from rlplace.sim import simulate
 from rlplace.zoo import fork_join, layered, linear_regression, load_baechi_profile
 
@@ -114,13 +114,23 @@ def test_breakpoint_dp_on_four_nodes_by_hand():
     assert list(starts) == [0] and total == 0.0
 
 
-def test_fusion_keeps_at_most_one_colocation_group_per_cluster():
+def test_fusion_ignores_colocation_and_placement_keeps_groups_whole():
+    """Algorithm 1 has no colocation constraint: one cluster may hold ops of several colocation
+    groups. The placers then apply colocation op by op (§6.1), so no group is split."""
     g = linear_regression()
-    cg = optimal_fusion(g, Cluster.homogeneous(2, 10**9))
-    for grp in range(cg.num_groups):
-        names = {g.colocation_group[i] for i in cg.members(grp)} - {None}
-        assert len(names) <= 1
-    cg.quotient()
+    c = Cluster.homogeneous(2, 10**9)
+    cg = optimal_fusion(g, c)
+    spans = [{g.colocation_group[i] for i in cg.members(grp)} - {None} for grp in range(cg.num_groups)]
+    assert max(len(names) for names in spans) == 2
+    for name in PLACERS:
+        make_placer(name).place(g, c).validate(g, c)
+
+
+def test_colocation_follows_the_member_placed_first():
+    ops = [op("a", colocation_group="x"), op("b", colocation_group="x"), op("c", colocation_group="x"), op("d")]
+    g = OpGraph.from_records(ops, [("a", "b", 1), ("b", "c", 1), ("c", "d", 1)])
+    device = follow_first_placed(g, np.array([0, 1, 2, 3]), rank=np.array([2, 1, 3, 0]))
+    assert device.tolist() == [1, 1, 1, 3]  # b was placed first among x; d is in no group
 
 
 @given(random_dags(), st.integers(1, 6), st.sampled_from([0.0, 30.0, 1e9]), st.randoms(use_true_random=False))
@@ -237,7 +247,8 @@ def test_sequential_channels_are_planned_by_insertion():
     g = layered(1000, seed=1)
     c = Cluster.homogeneous(4, 8 * 2**30, CommModel(latency=1e-5, seconds_per_byte=1e-11, mode="sequential"))
     from rlplace.placers.celeritas import CeleritasPlacer
-    device, finish = CeleritasPlacer(fusion=False)._place_graph(g, c, c.memory, g.temporary_bytes + g.unread_output_bytes)
+    device, finish = CeleritasPlacer(fusion=False)._place_graph(g, c, c.memory, g.temporary_bytes + g.unread_output_bytes,
+                                                                cpd_topo(g, c))
     assert finish.max() < 1.15 * simulate(g, c, device).step_time
 
 

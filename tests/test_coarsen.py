@@ -4,7 +4,7 @@ import pytest
 from conftest import op, random_dags
 from hypothesis import given, strategies as st
 
-from rlplace.coarsen import (CoarseGraph, GraphOptimizer, coplacement_labels, follow_forward,
+from rlplace.coarsen import (CoarseGraph, GraphOptimizer, backward_ops, coplacement_labels, follow_forward,
                              forward_part, fuse)
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.zoo import layered, linear_regression
@@ -20,15 +20,46 @@ def _is_dag(cg: CoarseGraph) -> bool:
 
 
 def test_coplacement_joins_single_successor_and_forward_op():
-    ops = [op("a"), op("b"), op("c"), op("d"), op("g", forward_op="a")]
-    # a feeds b only; b feeds c and d; d feeds g; g is a's gradient
-    g = OpGraph.from_records(ops, [("a", "b", 1), ("b", "c", 1), ("b", "d", 1), ("d", "g", 1)])
+    ops = [op("a"), op("b"), op("c"), op("d"), op("e"), op("g", forward_op="a"), op("h", forward_op="e"),
+           op("s")]
+    # a feeds b only; b feeds c and d; d feeds e; g is a's gradient, h is e's; g feeds only the
+    # gradient sum s (a backward op without a forward op), and so does h
+    g = OpGraph.from_records(ops, [("a", "b", 1), ("b", "c", 1), ("b", "d", 1), ("d", "e", 1), ("e", "h", 1),
+                                   ("a", "g", 1), ("g", "s", 1), ("h", "s", 1)])
     lab = coplacement_labels(g, coplacement=True)
     i = g.index
-    assert lab[i["a"]] == lab[i["b"]] == lab[i["g"]] == lab[i["d"]]  # d feeds only g, g joins a
+    assert lab[i["a"]] == lab[i["b"]] == lab[i["g"]]  # a's only forward reader is b; g joins a
+    assert lab[i["d"]] == lab[i["e"]] == lab[i["h"]]
     assert lab[i["c"]] != lab[i["a"]]  # c has no successor
+    # the backward ops' single successor does not join them: g and h stay apart through s
+    assert lab[i["a"]] != lab[i["e"]] and lab[i["s"]] not in (lab[i["a"]], lab[i["e"]])
     none = coplacement_labels(g, colocation=False, coplacement=False)
     assert len(np.unique(none)) == g.num_ops
+
+
+def test_coplacement_counts_data_edges_only():
+    # a's output feeds b only (its control edge to c carries no tensor); u has only a control edge
+    ops = [op("a"), op("b"), op("c"), op("u"), op("v")]
+    g = OpGraph.from_records(ops, [("a", "b", 1), ("a", "c", 0, CONTROL), ("u", "v", 0, CONTROL)])
+    lab = coplacement_labels(g)
+    i = g.index
+    assert lab[i["a"]] == lab[i["b"]] and lab[i["c"]] != lab[i["a"]]
+    assert lab[i["u"]] != lab[i["v"]]
+
+
+def test_gradient_sum_without_forward_op_is_backward_and_follows_its_first_input():
+    # x1, x2 forward; g1, g2 their gradients; s sums them (no forward op, like gradients/AddN);
+    # t reads s and the forward x2, so it is forward-side
+    ops = [op("x1"), op("x2"), op("g1", forward_op="x1"), op("g2", forward_op="x2"), op("s"), op("t")]
+    g = OpGraph.from_records(ops, [("x1", "g1", 1), ("x2", "g2", 1), ("g1", "s", 1), ("g2", "s", 1),
+                                   ("s", "t", 1), ("x2", "t", 1)])
+    i = g.index
+    assert backward_ops(g).tolist() == [g.names[k] in ("g1", "g2", "s") for k in range(g.num_ops)]
+    sub, keep = forward_part(g)
+    assert set(sub.names) == {"x1", "x2", "t"}
+    device = follow_forward(g, keep, np.array([sub.index[g.names[k]] for k in keep]))  # 0, 1, 2 by name order
+    assert device[i["g1"]] == device[i["x1"]] == device[i["s"]]
+    assert device[i["g2"]] == device[i["x2"]]
 
 
 def test_fusing_both_colocation_groups_of_linear_regression_would_make_a_cycle_and_is_avoided():

@@ -2,8 +2,8 @@
 
 All three first run Baechi's graph optimizer (``rlplace.coarsen.GraphOptimizer``: colocation,
 co-placement and fusion, §3.1-3.3, each a switch) and place the groups it returns.
-``forward_only`` places just the forward ops when one device could hold the whole step and lets
-each backward op follow its forward op (§3.3).
+``forward_only``: when one device could hold the whole step, the optimizer and the placer see
+only the forward ops, and each backward op follows its forward op (§3.3).
 
 m-ETF and m-SCT are list schedulers that simulate the step while they place it (§4.2): an op
 starts at its earliest schedulable time (Eq. 1: the later of its device's earliest available
@@ -55,22 +55,23 @@ class _BaechiPlacer:
             raise ConfigError(f"{type(self).__name__}: memory_fraction must be in (0, 1], "
                               f"got {self.memory_fraction!r}")
         caps = np.floor(cluster.memory * self.memory_fraction).astype(np.int64)
-        optimized = self.coplacement or self.fusion
-        coarse = None
-        work = graph
-        if optimized:
-            coarse = GraphOptimizer(self.colocation, self.coplacement, self.fusion,
-                                    self.fusion_exact_check).optimize(graph)
-            work = coarse.quotient()
-        if (self.forward_only and np.any(work.forward_op >= 0)
+        if (self.forward_only and np.any(graph.forward_op >= 0)
                 and simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0] <= caps.min()):
-            sub, keep = forward_part(work)
-            device = follow_forward(work, keep, self._place_work(sub, cluster, caps, optimized))
-            self.nodes_placed = sub.num_ops
-        else:
-            device = self._place_work(work, cluster, caps, optimized)
-            self.nodes_placed = work.num_ops
-        return coarse.expand(device) if coarse is not None else Placement(device)
+            # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
+            sub, keep = forward_part(graph)
+            return Placement(follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps)))
+        return Placement(self._optimize_and_place(graph, cluster, caps))
+
+    def _optimize_and_place(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray) -> np.ndarray:
+        """Baechi's graph optimizer (when on), then the placer on its groups: one device per op."""
+        if not (self.coplacement or self.fusion):
+            self.nodes_placed = graph.num_ops
+            return self._place_work(graph, cluster, caps, False)
+        coarse = GraphOptimizer(self.colocation, self.coplacement, self.fusion,
+                                self.fusion_exact_check).optimize(graph)
+        work = coarse.quotient()
+        self.nodes_placed = work.num_ops
+        return coarse.expand(self._place_work(work, cluster, caps, True)).device_of
 
     def _groups(self, work: OpGraph, optimized: bool) -> dict[str, np.ndarray]:
         """The sets placed together: the quotient's colocation groups (which are the

@@ -15,6 +15,9 @@ stays inside it) and the copies it would receive, stays within ``memory_fraction
 device's memory. Colocation is co-adjusted (Baechi §3.1, Celeritas §6.1): the first node of a
 colocation group reserves the group's persistent bytes and its members' run-time bytes on its
 device (released member by member as they are placed) and pins the rest of the group there.
+A fused node holds ops of many colocation groups, so on the coarse graph colocation is applied
+to the ops instead: each group follows its member placed first (``follow_first_placed``). The
+placer's own schedule does not see those moves (mostly variable reads and updates).
 """
 
 from __future__ import annotations
@@ -81,34 +84,21 @@ def op_memory(graph: OpGraph) -> np.ndarray:
 
 
 def optimal_breakpoints(graph: OpGraph, order: np.ndarray, edge_cost: np.ndarray, memory: np.ndarray,
-                        exploration_range: int, memory_cap: float,
-                        colocation: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+                        exploration_range: int, memory_cap: float) -> tuple[np.ndarray, float]:
     """OPTIMAL_BP of Algorithm 1 (Kernighan's dynamic program, Eq. 4-6): cut the op sequence
     ``order`` into runs of at most ``exploration_range`` ops whose ``memory`` sums to at most
     ``memory_cap`` (a single op always forms a run), minimising the summed ``edge_cost`` of the
-    edges between runs. ``colocation`` (one id per op, -1 for none) adds a constraint the paper
-    does not have: a run holds ops of at most one colocation group. Returns the positions in
-    ``order`` where runs start (the breakpoints, 0 first) and the minimal cost ``S``."""
+    edges between runs. Returns the positions in ``order`` where runs start (the breakpoints, 0
+    first) and the minimal cost ``S``."""
     if exploration_range < 1:
         raise ConfigError(f"celeritas: exploration_range must be >= 1, got {exploration_range}")
     order = np.asarray(order, dtype=np.int64)
     pos_of = np.empty(graph.num_ops, dtype=np.int64)
     pos_of[order] = np.arange(graph.num_ops)
-    if colocation is None:
-        colocation = np.full(graph.num_ops, -1, dtype=np.int64)
     starts, cost = _optimal_bp(order, pos_of, graph.out_ptr, graph.edge_dst,
                                np.asarray(edge_cost, dtype=np.float64),
-                               np.asarray(memory, dtype=np.float64), int(exploration_range), float(memory_cap),
-                               np.asarray(colocation, dtype=np.int64)[order])
+                               np.asarray(memory, dtype=np.float64), int(exploration_range), float(memory_cap))
     return starts, float(cost)
-
-
-def colocation_ids(graph: OpGraph) -> np.ndarray:
-    """One integer per op: its colocation group's rank among the group names, -1 for none."""
-    ids = np.full(graph.num_ops, -1, dtype=np.int64)
-    for k, name in enumerate(sorted(graph.colocation_groups)):
-        ids[graph.colocation_groups[name]] = k
-    return ids
 
 
 def optimal_fusion(graph: OpGraph, cluster: Cluster, exploration_range: int = 200,
@@ -117,13 +107,13 @@ def optimal_fusion(graph: OpGraph, cluster: Cluster, exploration_range: int = 20
     the CPD-TOPO order form one group. ``memory_cap`` (M, bytes) defaults to a quarter of the
     smallest device's memory (§5.1.3). Every group is a run of consecutive ops of a topological
     order, so every edge between groups goes from an earlier run to a later one and the coarse
-    graph is a DAG (Celeritas Lemma 2). A group holds ops of at most one colocation group, so
-    that pinning colocated groups to one device cannot chain the whole graph together."""
+    graph is a DAG (Celeritas Lemma 2). Colocation plays no part here: the placers pin each
+    colocation group op by op (``follow_first_placed``)."""
     if memory_cap is None:
         memory_cap = 0.25 * float(cluster.memory.min())
     order = cpd_topo(graph, cluster)
     starts, _ = optimal_breakpoints(graph, order, edge_comm_time(graph, cluster.comm), op_memory(graph),
-                                    exploration_range, memory_cap, colocation_ids(graph))
+                                    exploration_range, memory_cap)
     run = np.zeros(graph.num_ops, dtype=np.int64)
     run[starts[1:]] = 1
     labels = np.empty(graph.num_ops, dtype=np.int64)
@@ -179,23 +169,29 @@ class _CeleritasPlacer:
             raise ConfigError(f"{self.name}: exploration_range must be an integer >= 1, got {self.exploration_range!r}")
         cap = np.floor(self.memory_fraction * cluster.memory).astype(np.int64)
         if not self.fusion or graph.num_ops == 0:
-            device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes)
+            device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes,
+                                          cpd_topo(graph, cluster))
             self.nodes_placed = graph.num_ops
             return Placement(device)
         coarse = optimal_fusion(graph, cluster, self.exploration_range,
                                 self.fusion_memory_fraction * float(cap.min()))
-        q = coarse.quotient()  # op j of q is group j
+        # A fused node holds ops of many colocation groups; pinning whole nodes to their groups'
+        # devices would chain the graph onto one device, so colocation is applied op by op.
+        q = coarse.quotient(colocation=False)  # op j of q is group j
         inside = np.zeros(q.num_ops, dtype=np.int64)
         np.add.at(inside, coarse.group_of, graph.temporary_bytes + graph.output_total)
         transient = inside - (q.output_total - q.unread_output_bytes)
-        device, _ = self._place_graph(q, cluster, cap, transient)
+        order = cpd_topo(q, cluster)
+        device, _ = self._place_graph(q, cluster, cap, transient, order)
         self.nodes_placed = q.num_ops
-        return coarse.expand(device)
+        rank = np.empty(q.num_ops, dtype=np.int64)
+        rank[order] = np.arange(q.num_ops)
+        return Placement(follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of]))
 
-    def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray,
-                     transient: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The device of every node of ``g`` and its finish time in the placer's own schedule;
-        ``transient``: bytes a node needs only while it runs."""
+    def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray, transient: np.ndarray,
+                     order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The device of every node of ``g``, placed in ``order``, and its finish time in the
+        placer's own schedule; ``transient``: bytes a node needs only while it runs."""
         comm = cluster.comm
         coloc = colocation_ids(g)
         groups = len(g.colocation_groups)
@@ -205,13 +201,31 @@ class _CeleritasPlacer:
         run_bytes = np.asarray(transient, dtype=np.int64) + g.output_total - g.unread_output_bytes
         coloc_reserve = np.zeros(groups, dtype=np.int64)
         np.add.at(coloc_reserve, coloc[coloc >= 0], run_bytes[coloc >= 0])
-        return _place(cpd_topo(g, cluster), self.adjust, g.compute_time, cluster.speeds, cap,
+        return _place(order, self.adjust, g.compute_time, cluster.speeds, cap,
                       g.in_ptr, g.in_edges, g.edge_src, g.edge_tensor, g.out_ptr, edge_comm_time(g, comm),
                       g.op_tensor_ptr, g.tensor_ptr, g.tensor_src,
                       np.asarray(comm.transfer_time(g.tensor_bytes), dtype=np.float64).reshape(-1),
                       g.tensor_output_bytes, recv_bytes, g.persistent_bytes,
                       np.asarray(transient, dtype=np.int64), coloc, coloc_persistent, coloc_reserve,
                       comm.mode == "sequential")
+
+
+def colocation_ids(graph: OpGraph) -> np.ndarray:
+    """One integer per op: its colocation group's rank among the group names, -1 for none."""
+    ids = np.full(graph.num_ops, -1, dtype=np.int64)
+    for k, name in enumerate(sorted(graph.colocation_groups)):
+        ids[graph.colocation_groups[name]] = k
+    return ids
+
+
+def follow_first_placed(graph: OpGraph, device: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Colocation as Celeritas §6.1 (after Baechi §3.1) applies it: once the first op of a
+    colocation group is placed on a device, every op of the group goes there. ``rank``: when
+    each op was placed (ops of one fused node share a rank); the result is a new array."""
+    device = np.array(device, dtype=np.int64)
+    for ops in graph.colocation_groups.values():
+        device[ops] = device[ops[np.argmin(rank[ops])]]
+    return device
 
 
 @register("order_place")
@@ -286,10 +300,9 @@ def _stack_topo(n, sources, edge_order, out_ptr, edge_dst, indegree):  # pragma:
 
 
 @numba.njit(cache=True)
-def _optimal_bp(order, pos_of, out_ptr, edge_dst, cost, memory, R, M, group):  # pragma: no cover - compiled
+def _optimal_bp(order, pos_of, out_ptr, edge_dst, cost, memory, R, M):  # pragma: no cover - compiled
     """S[j]: least cost of cutting positions 0..j-1 with a breakpoint at j (j = n: the end).
-    cost(i, j) = sum over positions k in [i, j) of the cost of k's edges to positions >= j.
-    ``group``: colocation id by position; a run may hold one id besides -1."""
+    cost(i, j) = sum over positions k in [i, j) of the cost of k's edges to positions >= j."""
     n = len(order)
     # Out-edges of the op at position k: dpos[ptr[k]:ptr[k+1]] ascending, suffix[]: cost from there on.
     ptr = np.zeros(n + 1, dtype=np.int64)
@@ -322,14 +335,9 @@ def _optimal_bp(order, pos_of, out_ptr, edge_dst, cost, memory, R, M, group):  #
         best = np.inf
         arg = j - 1
         acc = 0.0
-        seen = -1
         for i in range(j - 1, max(0, j - R) - 1, -1):
             if i < j - 1 and prefix_mem[j] - prefix_mem[i] > M:
                 break
-            if group[i] >= 0:
-                if seen >= 0 and group[i] != seen:
-                    break
-                seen = group[i]
             lo, hi = ptr[i], ptr[i + 1]
             r = lo + np.searchsorted(dpos[lo:hi], j)
             if r < hi:
