@@ -108,8 +108,9 @@ def test_killing_a_worker_mid_batch_still_yields_every_result_once(ray, problem)
 def test_a_hanging_evaluation_is_timed_out_and_retried(ray, problem, tmp_path):
     graph, cluster, placements = problem
     marker = str(tmp_path / "hung")
-    # the timeout is far above an ordinary evaluation even on a loaded machine: only the hang trips it
-    with make_parallel_backend(lambda: HangsOnce(marker), workers=2, timeout=20) as backend:
+    # the timeout is far above an ordinary evaluation even on a loaded machine: only the hang trips
+    # it. It also bounds each worker's start, which took over 20 s with both cores busy.
+    with make_parallel_backend(lambda: HangsOnce(marker), workers=2, timeout=45) as backend:
         results = backend.evaluate_batch(graph, cluster, placements[:4])
         assert [r.step_time for r in results] == sequential(graph, cluster, placements[:4])
         assert backend.retries == 1 and backend.replaced == 1
