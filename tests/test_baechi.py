@@ -86,6 +86,33 @@ def test_every_op_placed_once_colocation_kept_never_crashes(name, g, seed, optim
 
 
 @pytest.mark.parametrize("name", BAECHI)
+@given(g=random_dags(), data=st.data(), memory=st.sampled_from([60, 10**6]))
+def test_backward_ops_follow_their_forward_op_on_any_graph(name, g, data, memory):
+    """Random forward/backward pairs (a forward op comes earlier), gradient sums and colocation
+    groups: the placement is valid, and a backward op outside colocation groups is on its
+    forward op's device, whether forward-only placement applies (ample memory) or not."""
+    n = g.num_ops
+    forward = [data.draw(st.none() | st.integers(0, i - 1)) if i else None for i in range(n)]
+    labels = data.draw(st.lists(st.integers(-3, 1), min_size=n, max_size=n))
+    ops = []
+    for i in range(n):
+        rec = g.op_record(i)
+        if forward[i] is not None:
+            rec["forward_op"] = g.names[forward[i]]
+        if labels[i] >= 0:
+            rec["colocation_group"] = f"g{labels[i]}"
+        ops.append(rec)
+    g = OpGraph.from_records(ops, [tuple(e) for e in g.edge_records()], name=g.name)
+    c = _units(2, memory, 0.5)
+    p = make_placer(name).place(g, c)
+    p.validate(g, c)
+    for i in np.flatnonzero(g.forward_op >= 0):
+        f = g.forward_op[i]
+        if g.colocation_group[i] is None and g.colocation_group[f] is None and g.forward_op[f] < 0:
+            assert p[i] == p[f], (g.names[i], g.names[f])
+
+
+@pytest.mark.parametrize("name", BAECHI)
 def test_deterministic(name):
     g, c = layered(600, seed=4), load_preset("baechi_2080")
     assert make_placer(name).place(g, c) == make_placer(name).place(g, c)
