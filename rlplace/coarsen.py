@@ -374,14 +374,14 @@ def backward_ops(graph: OpGraph) -> np.ndarray:
     inputs all come from the backward pass (gradient sums such as TensorFlow's
     ``gradients/AddN``, which name no forward op)."""
     backward = graph.forward_op >= 0
+    if not backward.any():
+        return backward
     data = graph.edge_src_output >= 0
-    src, dst = graph.edge_src[data], graph.edge_dst[data]
-    order = np.argsort(dst, kind="stable")
-    src, dst = src[order], dst[order]
-    start = np.searchsorted(dst, np.arange(graph.num_ops + 1))
-    for i in range(graph.num_ops):  # op indices are topological: inputs are decided first
-        if not backward[i] and start[i + 1] > start[i]:
-            backward[i] = bool(backward[src[start[i]:start[i + 1]]].all())
+    for i in np.flatnonzero(~backward):  # op indices are topological: inputs are decided first
+        inputs = graph.in_edges[graph.in_ptr[i]:graph.in_ptr[i + 1]]
+        inputs = inputs[data[inputs]]
+        if len(inputs):
+            backward[i] = bool(backward[graph.edge_src[inputs]].all())
     return backward
 
 

@@ -62,12 +62,16 @@ def test_favorite_child_lp_picks_the_costlier_edge():
     assert (fav >= 0).sum() <= 1  # c is the favorite child of one parent at most
 
 
-def _with_colocation(g: OpGraph, labels) -> OpGraph:
+def _with_colocation(g: OpGraph, labels, forward=None) -> OpGraph:
+    """``g`` with colocation group ``g<label>`` for labels >= 0 and, optionally, the forward op
+    of index ``forward[i]`` (None: none)."""
     ops = []
     for i in range(g.num_ops):
         rec = g.op_record(i)
         if labels[i] >= 0:
             rec["colocation_group"] = f"g{labels[i]}"
+        if forward is not None and forward[i] is not None:
+            rec["forward_op"] = g.names[forward[i]]
         ops.append(rec)
     return OpGraph.from_records(ops, [tuple(e) for e in g.edge_records()], name=g.name)
 
@@ -94,15 +98,7 @@ def test_backward_ops_follow_their_forward_op_on_any_graph(name, g, data, memory
     n = g.num_ops
     forward = [data.draw(st.none() | st.integers(0, i - 1)) if i else None for i in range(n)]
     labels = data.draw(st.lists(st.integers(-3, 1), min_size=n, max_size=n))
-    ops = []
-    for i in range(n):
-        rec = g.op_record(i)
-        if forward[i] is not None:
-            rec["forward_op"] = g.names[forward[i]]
-        if labels[i] >= 0:
-            rec["colocation_group"] = f"g{labels[i]}"
-        ops.append(rec)
-    g = OpGraph.from_records(ops, [tuple(e) for e in g.edge_records()], name=g.name)
+    g = _with_colocation(g, labels, forward)
     c = _units(2, memory, 0.5)
     p = make_placer(name).place(g, c)
     p.validate(g, c)
