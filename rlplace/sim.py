@@ -19,6 +19,12 @@ It follows Baechi's execution simulator (Baechi §4.2), made precise in DESIGN.m
 
 Events at one instant are all handled (op ends, then transfer ends, then transfer starts, each by
 index) before idle devices pick their next op, so simultaneous readiness is ordered by op index.
+Memory is taken when an instant is over: a buffer is live from its allocation up to, not
+including, its release, and one allocated and released at the same instant counts at it.
+
+The state and the operations (start an op, book a transfer, allocate and free memory) are the
+execution model's (``rlplace.schedule``), shared with the list-scheduling placers; this module
+is the event loop. ``simulate_many`` runs many placements of one graph in one call.
 """
 
 from __future__ import annotations
@@ -33,22 +39,11 @@ from rlplace.cluster import Cluster
 from rlplace.errors import PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
+from rlplace.schedule import Schedule, new_model, schedule_of
+from rlplace.schedule.heap import pop, push
+from rlplace.schedule.ops import alloc, book_transfer, end_instant, free, start
 
-
-@dataclass(frozen=True)
-class Schedule:
-    """When and where every op and transfer ran (seconds; device indices)."""
-
-    op_device: np.ndarray
-    op_start: np.ndarray
-    op_end: np.ndarray
-    transfer_src_op: np.ndarray
-    transfer_src_output: np.ndarray
-    transfer_src_device: np.ndarray
-    transfer_dst_device: np.ndarray
-    transfer_start: np.ndarray
-    transfer_end: np.ndarray
-    transfer_bytes: np.ndarray
+__all__ = ["Schedule", "StepResult", "simulate", "simulate_many"]
 
 
 @dataclass(frozen=True)
@@ -81,10 +76,46 @@ class StepResult:
         }
 
 
+@dataclass(frozen=True)
+class BatchResult:
+    """``simulate_many``'s results, one row per placement."""
+
+    step_time: np.ndarray    # (k,)
+    oom: np.ndarray          # (k,) bool
+    peak_memory: np.ndarray  # (k, devices)
+
+
 def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False) -> StepResult:
     """Simulate one training step of ``graph`` placed by ``placement`` (a Placement or an array
     of device indices, one per op) on ``cluster``. With ``trace=True`` the result carries the
     Schedule. Colocation is not checked here (``Placement.validate`` does that)."""
+    dev = _device_array(graph, cluster, placement)
+    m = new_model(graph, cluster)
+    _run(m, dev)
+    nx = int(m.num_transfers[0])
+    step_time = max(m.op_end.max(initial=0.0), m.x_end[:nx].max(initial=0.0))
+    oom_devices = tuple(int(d) for d in np.flatnonzero(m.peak > cluster.memory))
+    return StepResult(step_time=float(step_time), oom=bool(oom_devices), oom_devices=oom_devices,
+                      peak_memory=m.peak, busy_time=m.busy, num_transfers=nx,
+                      transfer_bytes=int(graph.tensor_bytes[m.x_tensor[:nx]].sum()),
+                      schedule=schedule_of(m, graph) if trace else None)
+
+
+def simulate_many(graph: OpGraph, cluster: Cluster, placements) -> BatchResult:
+    """Simulate every row of ``placements`` (k × ops device indices) in one compiled call;
+    the same numbers as ``simulate`` row by row, without the per-call overhead."""
+    rows = np.asarray(placements)
+    if rows.ndim != 2:
+        raise PlacementError(f"placements must be a 2-d array (placements × ops), got shape {rows.shape}")
+    rows = np.stack([_device_array(graph, cluster, row) for row in rows]) if len(rows) else \
+        np.zeros((0, graph.num_ops), dtype=np.int64)
+    m = new_model(graph, cluster)
+    step_time, peak = _run_many(m, rows)
+    return BatchResult(step_time=step_time, oom=np.any(peak > cluster.memory[None, :], axis=1),
+                       peak_memory=peak)
+
+
+def _device_array(graph: OpGraph, cluster: Cluster, placement) -> np.ndarray:
     dev = np.asarray(placement.device_of if isinstance(placement, Placement) else placement)
     if dev.shape != (graph.num_ops,):
         raise PlacementError(f"placement has shape {dev.shape} but graph {graph.name!r} has "
@@ -95,121 +126,58 @@ def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False) -
         i = int(np.flatnonzero((dev < 0) | (dev >= ndev))[0])
         raise PlacementError(f"op {graph.names[i]!r}: device index {int(dev[i])} out of range "
                              f"(cluster has {ndev} devices)")
-
-    comm = cluster.comm
-    duration = graph.compute_time / cluster.speeds[dev]
-    alloc_at_start = graph.temporary_bytes + graph.output_total
-    free_at_end = graph.temporary_bytes + graph.unread_output_bytes
-    persistent = np.zeros(ndev, dtype=np.int64)
-    np.add.at(persistent, dev, graph.persistent_bytes)
-    recv_bytes = np.where(graph.tensor_port >= 0, graph.tensor_bytes, 0)
-
-    (op_start, op_end, peak, busy, nx, x_tensor, x_dev, x_start, x_end) = _simulate(
-        dev, ndev, duration, graph.in_ptr, graph.in_edges, graph.edge_src, graph.edge_dst,
-        graph.edge_tensor, graph.op_tensor_ptr, graph.tensor_ptr, graph.tensor_src,
-        graph.tensor_output_bytes, graph.tensor_bytes, recv_bytes, alloc_at_start, free_at_end,
-        persistent, comm.latency, comm.seconds_per_byte, comm.mode == "sequential")
-
-    step_time = max(op_end.max(initial=0.0), x_end[:nx].max(initial=0.0))
-    oom_devices = tuple(int(d) for d in np.flatnonzero(peak > cluster.memory))
-    schedule = None
-    if trace:
-        tensors = x_tensor[:nx]
-        schedule = Schedule(
-            op_device=dev.copy(), op_start=op_start, op_end=op_end,
-            transfer_src_op=graph.tensor_src[tensors], transfer_src_output=graph.tensor_port[tensors],
-            transfer_src_device=dev[graph.tensor_src[tensors]], transfer_dst_device=x_dev[:nx],
-            transfer_start=x_start[:nx], transfer_end=x_end[:nx],
-            transfer_bytes=graph.tensor_bytes[tensors])
-    return StepResult(step_time=float(step_time), oom=bool(oom_devices), oom_devices=oom_devices,
-                      peak_memory=peak, busy_time=busy, num_transfers=int(nx),
-                      transfer_bytes=int(graph.tensor_bytes[x_tensor[:nx]].sum()), schedule=schedule)
+    return dev
 
 
-# ------------------------------------------------------------------------------ the kernel
-# Binary min-heaps on (float key, int key) pairs, stored in kf/ki[base : base + size].
-
-@numba.njit(cache=True, inline="always")
-def _less(af, ai, bf, bi):  # pragma: no cover - compiled
-    return af < bf or (af == bf and ai < bi)
-
-
-@numba.njit(cache=True)
-def _push(kf, ki, base, size, f, i):  # pragma: no cover - compiled
-    pos = size
-    while pos > 0:
-        parent = (pos - 1) >> 1
-        if not _less(f, i, kf[base + parent], ki[base + parent]):
-            break
-        kf[base + pos] = kf[base + parent]
-        ki[base + pos] = ki[base + parent]
-        pos = parent
-    kf[base + pos] = f
-    ki[base + pos] = i
-    return size + 1
-
-
-@numba.njit(cache=True)
-def _pop(kf, ki, base, size):  # pragma: no cover - compiled
-    """Remove the smallest entry; returns (its float key, its int key, new size)."""
-    top_f = kf[base]
-    top_i = ki[base]
-    size -= 1
-    if size > 0:
-        lf = kf[base + size]
-        li = ki[base + size]
-        pos = 0
-        while True:
-            c = 2 * pos + 1
-            if c >= size:
-                break
-            if c + 1 < size and _less(kf[base + c + 1], ki[base + c + 1], kf[base + c], ki[base + c]):
-                c += 1
-            if not _less(kf[base + c], ki[base + c], lf, li):
-                break
-            kf[base + pos] = kf[base + c]
-            ki[base + pos] = ki[base + c]
-            pos = c
-        kf[base + pos] = lf
-        ki[base + pos] = li
-    return top_f, top_i, size
-
-
+# ------------------------------------------------------------------------ the event loop
 _OP_END, _XFER_END, _XFER_START = 0, 1, 2
 
 
 @numba.njit(cache=True)
-def _simulate(dev, ndev, duration, in_ptr, in_edges, edge_src, edge_dst, edge_tensor,
-              op_tensor_ptr, tensor_ptr, tensor_src, tensor_output_bytes, tensor_bytes,
-              recv_bytes, alloc_at_start, free_at_end, persistent, latency, seconds_per_byte,
-              sequential):  # pragma: no cover - compiled
-    n = len(dev)
-    m = len(edge_src)
-    ntensor = len(tensor_src)
-    kind_base = max(n, m) + 1  # event int key = kind * kind_base + id
+def _run_many(m, rows):  # pragma: no cover - compiled
+    k, ndev = rows.shape[0], len(m.avail)
+    step_time = np.zeros(k)
+    peak = np.zeros((k, ndev), dtype=np.int64)
+    for r in range(k):
+        m.avail[:] = 0.0
+        m.busy[:] = 0.0
+        m.send_free[:] = 0.0
+        m.recv_free[:] = 0.0
+        m.xfer_of[:] = -1
+        m.num_transfers[0] = 0
+        m.peak[:] = 0
+        _run(m, rows[r])
+        nx = m.num_transfers[0]
+        step_time[r] = max(m.op_end.max(), m.x_end[:nx].max()) if nx > 0 else (
+            m.op_end.max() if len(m.op_end) > 0 else 0.0)
+        peak[r] = m.peak
+    return step_time, peak
 
-    pending = np.zeros(n, dtype=np.int64)  # inputs not yet present on the op's device
+
+@numba.njit(cache=True)
+def _run(m, dev):  # pragma: no cover - compiled
+    """Run the step placed by ``dev`` on the empty model ``m``."""
+    in_ptr, in_edges, edge_src, edge_dst, edge_tensor = m.in_ptr, m.in_edges, m.edge_src, m.edge_dst, m.edge_tensor
+    tensor_ptr, op_tensor_ptr, xfer_of, x_start, x_end = m.tensor_ptr, m.op_tensor_ptr, m.xfer_of, m.x_start, m.x_end
+    n = len(dev)
+    ndev = len(m.avail)
+    ntensor = len(m.tensor_src)
+    kind_base = max(n, len(m.edge_src)) + 1  # event int key = kind * kind_base + id
+    m.device[:] = dev
+
+    pending = np.empty(n, dtype=np.int64)  # inputs not yet present on the op's device
     for i in range(n):
         pending[i] = in_ptr[i + 1] - in_ptr[i]
-    hold = np.zeros(ntensor, dtype=np.int64)  # readers + transfers keeping a producer's output
-    xfer_of = np.full(ntensor * ndev, -1, dtype=np.int64)  # (tensor, device) -> transfer
-    x_tensor = np.empty(m, dtype=np.int64)
-    x_dev = np.empty(m, dtype=np.int64)
-    x_ref = np.zeros(m, dtype=np.int64)  # readers still needing the received copy
-    x_start = np.empty(m)
-    x_end = np.empty(m)
-    nx = 0
-    send_free = np.zeros(ndev)
-    recv_free = np.zeros(ndev)
-
-    mem = persistent.copy()
-    peak = persistent.copy()
-    busy = np.zeros(ndev)
+    hold = np.zeros(ntensor, dtype=np.int64)  # local readers + transfers keeping a producer's copy
+    x_ref = np.zeros(len(m.edge_src), dtype=np.int64)  # readers still needing a received copy
+    m.mem[:] = 0
+    m.instant[:] = 0
+    for i in range(n):
+        m.mem[dev[i]] += m.persistent[i]
+    m.peak[:] = m.mem
     running = np.zeros(ndev, dtype=np.bool_)
-    op_start = np.zeros(n)
-    op_end = np.zeros(n)
 
-    # One ready heap per device, each in its own slice of rf/ri; one global event heap.
+    # One ready heap per device, keyed (time it became ready, op), each in its own slice.
     count = np.zeros(ndev, dtype=np.int64)
     for i in range(n):
         count[dev[i]] += 1
@@ -219,36 +187,29 @@ def _simulate(dev, ndev, duration, in_ptr, in_edges, edge_src, edge_dst, edge_te
     rsize = np.zeros(ndev, dtype=np.int64)
     rf = np.empty(max(n, 1))
     ri = np.empty(max(n, 1), dtype=np.int64)
-    ef = np.empty(n + 2 * m + 1)
-    ei = np.empty(n + 2 * m + 1, dtype=np.int64)
+    ef = np.empty(n + 2 * len(m.edge_src) + 1)
+    ei = np.empty(n + 2 * len(m.edge_src) + 1, dtype=np.int64)
     esize = 0
-
     for i in range(n):
         if pending[i] == 0:
-            d = dev[i]
-            rsize[d] = _push(rf, ri, rbase[d], rsize[d], 0.0, i)
+            rsize[dev[i]] = push(rf, ri, rbase[dev[i]], rsize[dev[i]], 0.0, i)
 
     t = 0.0
     done = 0
     while True:
-        # Idle devices start their earliest-ready op.
-        for d in range(ndev):
+        for d in range(ndev):  # idle devices start their earliest-ready op
             if not running[d] and rsize[d] > 0:
-                _, i, rsize[d] = _pop(rf, ri, rbase[d], rsize[d])
+                _, i, rsize[d] = pop(rf, ri, rbase[d], rsize[d])
                 running[d] = True
-                op_start[i] = t
-                op_end[i] = t + duration[i]
-                busy[d] += duration[i]
-                mem[d] += alloc_at_start[i]
-                if mem[d] > peak[d]:
-                    peak[d] = mem[d]
-                esize = _push(ef, ei, 0, esize, op_end[i], _OP_END * kind_base + i)
+                alloc(m, d, m.alloc_at_start[i])
+                esize = push(ef, ei, 0, esize, start(m, i, d, t), _OP_END * kind_base + i)
         if esize == 0:
             break
-        # Handle every event of the next instant.
-        t = ef[0]
-        while esize > 0 and ef[0] == t:
-            _, key, esize = _pop(ef, ei, 0, esize)
+        if ef[0] > t:
+            end_instant(m)
+            t = ef[0]
+        while esize > 0 and ef[0] == t:  # every event of this instant
+            _, key, esize = pop(ef, ei, 0, esize)
             kind = key // kind_base
             ident = key - kind * kind_base
             if kind == _OP_END:
@@ -256,77 +217,59 @@ def _simulate(dev, ndev, duration, in_ptr, in_edges, edge_src, edge_dst, edge_te
                 d = dev[i]
                 running[d] = False
                 done += 1
-                mem[d] -= free_at_end[i]
-                for k in range(in_ptr[i], in_ptr[i + 1]):  # release inputs
+                free(m, d, m.free_at_end[i], m.op_start[i], t)
+                for k in range(in_ptr[i], in_ptr[i + 1]):  # release the inputs
                     e = in_edges[k]
-                    tt = edge_tensor[e]
+                    tensor = edge_tensor[e]
                     if dev[edge_src[e]] == d:
-                        hold[tt] -= 1
-                        if hold[tt] == 0:
-                            mem[d] -= tensor_output_bytes[tt]
+                        hold[tensor] -= 1
+                        if hold[tensor] == 0:
+                            free(m, d, m.held_bytes[tensor], m.op_start[edge_src[e]], t)
                     else:
-                        x = xfer_of[tt * ndev + d]
+                        x = xfer_of[tensor * ndev + d]
                         x_ref[x] -= 1
                         if x_ref[x] == 0:
-                            mem[d] -= recv_bytes[tt]
-                for tt in range(op_tensor_ptr[i], op_tensor_ptr[i + 1]):  # deliver outputs
-                    first = nx
-                    local = 0
-                    for e in range(tensor_ptr[tt], tensor_ptr[tt + 1]):
+                            free(m, d, m.recv_bytes[tensor], x_start[x], t)
+                for tensor in range(op_tensor_ptr[i], op_tensor_ptr[i + 1]):  # deliver outputs
+                    holders = 0
+                    for e in range(tensor_ptr[tensor], tensor_ptr[tensor + 1]):
                         c = edge_dst[e]
                         dc = dev[c]
                         if dc == d:
-                            local += 1
+                            holders += 1
                             pending[c] -= 1
                             if pending[c] == 0:
-                                rsize[dc] = _push(rf, ri, rbase[dc], rsize[dc], t, c)
+                                rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
                         else:
-                            x = xfer_of[tt * ndev + dc]
+                            x = xfer_of[tensor * ndev + dc]
                             if x < 0:
-                                x = nx
-                                nx += 1
-                                xfer_of[tt * ndev + dc] = x
-                                x_tensor[x] = tt
-                                x_dev[x] = dc
+                                x = book_transfer(m, tensor, dc, t)
+                                holders += 1
+                                if x_start[x] > t:
+                                    esize = push(ef, ei, 0, esize, x_start[x], _XFER_START * kind_base + x)
+                                else:
+                                    alloc(m, dc, m.recv_bytes[tensor])
+                                    esize = push(ef, ei, 0, esize, x_end[x], _XFER_END * kind_base + x)
                             x_ref[x] += 1
-                    hold[tt] = local + nx - first
-                    for x in range(first, nx):
-                        dc = x_dev[x]
-                        length = latency + tensor_bytes[tt] * seconds_per_byte
-                        start = t
-                        if sequential:
-                            start = max(t, send_free[d], recv_free[dc])
-                            send_free[d] = start + length
-                            recv_free[dc] = start + length
-                        x_start[x] = start
-                        x_end[x] = start + length
-                        if start > t:
-                            esize = _push(ef, ei, 0, esize, start, _XFER_START * kind_base + x)
-                        else:
-                            mem[dc] += recv_bytes[tt]
-                            if mem[dc] > peak[dc]:
-                                peak[dc] = mem[dc]
-                            esize = _push(ef, ei, 0, esize, x_end[x], _XFER_END * kind_base + x)
+                    hold[tensor] = holders
             elif kind == _XFER_START:
                 x = ident
-                dc = x_dev[x]
-                mem[dc] += recv_bytes[x_tensor[x]]
-                if mem[dc] > peak[dc]:
-                    peak[dc] = mem[dc]
-                esize = _push(ef, ei, 0, esize, x_end[x], _XFER_END * kind_base + x)
+                alloc(m, m.x_dev[x], m.recv_bytes[m.x_tensor[x]])
+                esize = push(ef, ei, 0, esize, x_end[x], _XFER_END * kind_base + x)
             else:
                 x = ident
-                tt = x_tensor[x]
-                dc = x_dev[x]
-                hold[tt] -= 1
-                if hold[tt] == 0:
-                    mem[dev[tensor_src[tt]]] -= tensor_output_bytes[tt]
-                for e in range(tensor_ptr[tt], tensor_ptr[tt + 1]):
+                tensor = m.x_tensor[x]
+                dc = m.x_dev[x]
+                hold[tensor] -= 1
+                if hold[tensor] == 0:
+                    src = m.tensor_src[tensor]
+                    free(m, dev[src], m.held_bytes[tensor], m.op_start[src], t)
+                for e in range(tensor_ptr[tensor], tensor_ptr[tensor + 1]):
                     c = edge_dst[e]
                     if dev[c] == dc:
                         pending[c] -= 1
                         if pending[c] == 0:
-                            rsize[dc] = _push(rf, ri, rbase[dc], rsize[dc], t, c)
+                            rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
+    end_instant(m)
     if done != n:
         raise RuntimeError("simulation stalled: the graph is not a DAG")
-    return op_start, op_end, peak, busy, nx, x_tensor, x_dev, x_start, x_end

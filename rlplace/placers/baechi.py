@@ -33,7 +33,11 @@ from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
-from rlplace.sim import _pop, _push, simulate
+from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
+from rlplace.schedule.heap import pop, push
+from rlplace.schedule.ops import (arrival, book_inputs, hold_op_memory, hold_persistent, next_release,
+                                  release_until, start)
+from rlplace.sim import simulate
 
 
 LP_METHODS = ("highs-ipm", "highs-ds", "highs")
@@ -81,6 +85,14 @@ class _BaechiPlacer:
     def _place_work(self, work: OpGraph, cluster: Cluster, caps: np.ndarray, optimized: bool) -> np.ndarray:
         raise NotImplementedError
 
+    def _keep_schedule(self, work: OpGraph, cluster: Cluster, m: Model) -> np.ndarray:
+        """Keep the placer's own schedule of the graph it placed (after its graph optimizer;
+        with forward-only placement, the forward ops) as ``own_schedule``, and the peak memory
+        per device it predicts as ``own_peak_memory``; returns the devices."""
+        self.own_schedule: Schedule = schedule_of(m, work)
+        self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule)
+        return self.own_schedule.op_device
+
 
 @register("m_topo")
 @dataclass
@@ -119,7 +131,7 @@ class METFPlacer(_BaechiPlacer):
     (Eq. 1) among ready ops whose device has the memory."""
 
     def _place_work(self, work, cluster, caps, optimized):
-        return _list_schedule(work, cluster, caps, self._groups(work, optimized), None)
+        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), None))
 
 
 @register("m_sct")
@@ -140,7 +152,7 @@ class MSCTPlacer(_BaechiPlacer):
             raise ConfigError(f"m_sct: lp_method must be one of {LP_METHODS}, got {self.lp_method!r}")
         fav = favorite_children(work, cluster.comm, float(cluster.speeds.mean()), self.sct_threshold,
                                 self.lp_method)
-        return _list_schedule(work, cluster, caps, self._groups(work, optimized), fav)
+        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), fav))
 
 
 def favorite_children(graph: OpGraph, comm: CommModel, speed: float = 1.0,
@@ -203,8 +215,9 @@ def favorite_children(graph: OpGraph, comm: CommModel, speed: float = 1.0,
 
 
 def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: dict[str, np.ndarray],
-                   fav: np.ndarray | None) -> np.ndarray:
-    """Device per op of ``work`` by m-ETF, or by m-SCT when favorite children ``fav`` are given."""
+                   fav: np.ndarray | None) -> Model:
+    """m-ETF, or m-SCT when favorite children ``fav`` are given, over the execution model of
+    ``work``; returns the model holding the placer's own schedule."""
     n = work.num_ops
     group_of = np.full(n, -1, dtype=np.int64)
     members = [ops for ops in groups.values() if len(ops) > 1]
@@ -222,92 +235,45 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     np.maximum.at(max_temp, owner, work.temporary_bytes[group_members])
     np.maximum.at(group_extra, owner, work.output_total[group_members])
     group_extra += max_temp
-    comm = cluster.comm
-    device = _schedule(
-        cluster.num_devices, work.compute_time, cluster.speeds, work.in_ptr, work.in_edges,
-        work.edge_src, work.edge_dst, work.edge_tensor, work.out_ptr, work.tensor_ptr, work.tensor_src,
-        work.tensor_output_bytes, np.where(work.tensor_port >= 0, work.tensor_bytes, 0),
-        comm.transfer_time(work.tensor_bytes), work.persistent_bytes,
-        work.temporary_bytes + work.output_total, work.temporary_bytes + work.unread_output_bytes,
-        group_of, group_ptr, group_members, group_persistent, group_extra, caps,
-        comm.mode == "sequential", fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None)
-    if np.any(device < 0):
-        raise PlacementError(f"list scheduling left op {work.names[int(np.argmax(device < 0))]!r} unplaced")
-    return device
+    m = new_model(work, cluster, placer=True)
+    _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, caps,
+              fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None)
+    if np.any(m.device < 0):
+        raise PlacementError(f"list scheduling left op {work.names[int(np.argmax(m.device < 0))]!r} unplaced")
+    return m
 
 
-# ------------------------------------------------------------------------------ the kernel
-
+# ------------------------------------------------------------------------------ the policy loop
 @numba.njit(cache=True)
-def _arrival(op, d, ndev, in_ptr, in_edges, edge_src, edge_tensor, dev_of, finish, arrival, xtime,
-             send_free, recv_free, sequential, not_before, scratch):  # pragma: no cover - compiled
-    """When every input of ``op`` can be on device ``d`` (Eq. 1's second term; with sequential
-    communication, after the transfers queued before them, §3.4), and no earlier than
-    ``not_before`` (the device's next release of memory, where it lacked the memory)."""
-    t = not_before[op * ndev + d]
-    rf = recv_free[d]
-    if sequential:
-        for k in range(ndev):
-            scratch[k] = send_free[k]
-    for k in range(in_ptr[op], in_ptr[op + 1]):
-        e = in_edges[k]
-        s = edge_src[e]
-        ds = dev_of[s]
-        if ds == d:
-            a = finish[s]
-        else:
-            tt = edge_tensor[e]
-            a = arrival[tt * ndev + d]
-            if a < 0:
-                if sequential:
-                    a = max(finish[s], scratch[ds], rf) + xtime[tt]
-                    scratch[ds] = a
-                    rf = a
-                else:
-                    a = finish[s] + xtime[tt]
-        if a > t:
-            t = a
-    return t
+def _earliest(m, op, d, not_before, scratch):  # pragma: no cover - compiled
+    """Eq. 1 on device ``d`` without the device's own availability: when ``op``'s inputs can be
+    there (§3.4: after the queued transfers), and not before ``d`` next releases memory where it
+    lacked the memory."""
+    return max(arrival(m, op, d, scratch), not_before[op * len(m.avail) + d])
 
 
 @numba.njit(cache=True)
-def _schedule(ndev, compute, speeds, in_ptr, in_edges, edge_src, edge_dst, edge_tensor, out_ptr,
-              tensor_ptr, tensor_src, held_bytes, recv_bytes, xtime, persistent, alloc_start,
-              free_end, group_of, group_ptr, group_members, group_persistent, group_extra, cap,
-              sequential, fav, sct):  # pragma: no cover - compiled
-    n = len(compute)
-    ntensor = len(tensor_src)
-    dev_of = np.full(n, -1, dtype=np.int64)
-    finish = np.zeros(n)
-    npred = in_ptr[1:] - in_ptr[:-1]
-    avail = np.zeros(ndev)
-    mem = np.zeros(ndev, dtype=np.int64)
-    peak = np.zeros(ndev, dtype=np.int64)
+def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, cap, fav,
+              sct):  # pragma: no cover - compiled
+    """Place every op of model ``m``: repeatedly the (op, device) pair of earliest start among
+    ready ops (m-ETF, §2.3), or, with ``sct``, first a device's favorite child or an urgent op
+    (m-SCT, §2.4). Per device a heap of ready ops keyed by a lower bound of their arrival there
+    (raised lazily); with ``sct`` also a heap of ready ops keyed by when their inputs could be on
+    every device (urgent ops)."""
+    n = len(m.compute)
+    ndev = len(m.avail)
+    npred = m.in_ptr[1:] - m.in_ptr[:-1]
     reserved = np.zeros(ndev, dtype=np.int64)
     group_dev = np.full(len(group_persistent), -1, dtype=np.int64)
     group_left = group_ptr[1:] - group_ptr[:-1]
-    arrival = np.full(ntensor * ndev, -1.0)
-    last_end = np.zeros(ntensor * ndev)
-    readers_left = tensor_ptr[1:] - tensor_ptr[:-1]
-    send_free = np.zeros(ndev)
-    recv_free = np.zeros(ndev)
     not_before = np.zeros(n * ndev)
     dropped = np.zeros(n * ndev, dtype=np.bool_)
     drop_count = np.zeros(n, dtype=np.int64)
     scratch = np.zeros(ndev)
-    # Ready ops per device keyed by a lower bound of their arrival time (lazily raised).
     hcap = 2 * n + 1
     hf = np.empty(ndev * hcap)
     hi = np.empty(ndev * hcap, dtype=np.int64)
     hsize = np.zeros(ndev, dtype=np.int64)
-    # Memory releases per device: (time, event), event bytes in ev_bytes.
-    fcap = n + 2 * ntensor + 1
-    ff = np.empty(ndev * fcap)
-    fi = np.empty(ndev * fcap, dtype=np.int64)
-    fsize = np.zeros(ndev, dtype=np.int64)
-    ev_bytes = np.empty(n + ntensor * ndev + 1, dtype=np.int64)
-    nev = 0
-    # m-SCT: ready ops keyed by the time their inputs could be on every device.
     uf = np.empty(n + 1)
     ui = np.empty(n + 1, dtype=np.int64)
     usize = 0
@@ -322,73 +288,60 @@ def _schedule(ndev, compute, speeds, in_ptr, in_edges, edge_src, edge_dst, edge_
     placed = 0
     now = 0.0
     while placed < n:
-        while nfresh > 0:  # newly ready ops join the queues
+        while nfresh > 0:  # newly ready ops join the queues of the devices they may go to
             nfresh -= 1
             c = fresh[nfresh]
             g = group_of[c]
-            if g >= 0 and group_dev[g] >= 0:
-                d = group_dev[g]
-                key = _arrival(c, d, ndev, in_ptr, in_edges, edge_src, edge_tensor, dev_of, finish,
-                               arrival, xtime, send_free, recv_free, sequential, not_before, scratch)
-                hsize[d] = _push(hf, hi, d * hcap, hsize[d], key, c)
-            else:
-                for d in range(ndev):
-                    key = _arrival(c, d, ndev, in_ptr, in_edges, edge_src, edge_tensor, dev_of, finish,
-                                   arrival, xtime, send_free, recv_free, sequential, not_before, scratch)
-                    hsize[d] = _push(hf, hi, d * hcap, hsize[d], key, c)
-                if sct:
-                    urgent = 0.0
-                    for k in range(in_ptr[c], in_ptr[c + 1]):
-                        e = in_edges[k]
-                        urgent = max(urgent, finish[edge_src[e]] + xtime[edge_tensor[e]])
-                    usize = _push(uf, ui, 0, usize, urgent, c)
+            pinned = g >= 0 and group_dev[g] >= 0
+            lo, hi_d = (group_dev[g], group_dev[g] + 1) if pinned else (0, ndev)
+            for d in range(lo, hi_d):
+                hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(m, c, d, not_before, scratch), c)
+            if sct and not pinned:
+                urgent = 0.0
+                for k in range(m.in_ptr[c], m.in_ptr[c + 1]):
+                    e = m.in_edges[k]
+                    urgent = max(urgent, m.op_end[m.edge_src[e]] + m.xfer_time[m.edge_tensor[e]])
+                usize = push(uf, ui, 0, usize, urgent, c)
 
-        # Each device's candidate: (op, start).
         best_d, best_op, best_s = -1, -1, np.inf
-        for d in range(ndev):
+        for d in range(ndev):  # each device's candidate (op, start)
             op, s = -1, np.inf
             c = awaiting[d]
-            if sct and c >= 0 and dev_of[c] < 0 and npred[c] == 0 and (
+            if sct and c >= 0 and m.device[c] < 0 and npred[c] == 0 and (
                     group_of[c] < 0 or group_dev[group_of[c]] < 0 or group_dev[group_of[c]] == d) and not (
                     dropped[c * ndev + d] and (group_of[c] < 0 or group_dev[group_of[c]] != d)):
-                s_c = max(avail[d], _arrival(c, d, ndev, in_ptr, in_edges, edge_src, edge_tensor, dev_of,
-                                             finish, arrival, xtime, send_free, recv_free, sequential,
-                                             not_before, scratch))
-                earliest = True
+                s_c = max(m.avail[d], _earliest(m, c, d, not_before, scratch))
+                earliest = True  # the favorite child must start here no later than anywhere else
                 g = group_of[c]
                 if g < 0 or group_dev[g] < 0:
                     for d2 in range(ndev):
-                        if d2 != d and not dropped[c * ndev + d2] and max(avail[d2], _arrival(
-                                c, d2, ndev, in_ptr, in_edges, edge_src, edge_tensor, dev_of, finish, arrival,
-                                xtime, send_free, recv_free, sequential, not_before, scratch)) < s_c:
+                        if d2 != d and not dropped[c * ndev + d2] and max(
+                                m.avail[d2], _earliest(m, c, d2, not_before, scratch)) < s_c:
                             earliest = False
                             break
-                if earliest:  # the device waits for the favorite child unless an urgent op comes first
-                    while usize > 0 and (dev_of[ui[0]] >= 0 or (group_of[ui[0]] >= 0 and group_dev[group_of[ui[0]]] >= 0)):
-                        _, _, usize = _pop(uf, ui, 0, usize)
+                if earliest:  # the device waits for it unless an urgent op can start first
+                    while usize > 0 and (m.device[ui[0]] >= 0 or (
+                            group_of[ui[0]] >= 0 and group_dev[group_of[ui[0]]] >= 0)):
+                        _, _, usize = pop(uf, ui, 0, usize)
                     op, s = c, s_c
-                    if usize > 0 and ui[0] != c and not dropped[ui[0] * ndev + d] and max(avail[d], uf[0]) <= s_c:
-                        u = ui[0]
-                        op = u
-                        s = max(avail[d], uf[0], _arrival(u, d, ndev, in_ptr, in_edges, edge_src, edge_tensor,
-                                                          dev_of, finish, arrival, xtime, send_free, recv_free,
-                                                          sequential, not_before, scratch))
+                    if usize > 0 and ui[0] != c and not dropped[ui[0] * ndev + d] and max(m.avail[d], uf[0]) <= s_c:
+                        op = ui[0]
+                        s = max(m.avail[d], uf[0], _earliest(m, op, d, not_before, scratch))
             if op < 0:  # ETF: the ready op that can start first here
                 base = d * hcap
                 while hsize[d] > 0:
                     c = hi[base]
                     g = group_of[c]
-                    if dev_of[c] >= 0 or (g >= 0 and group_dev[g] >= 0 and group_dev[g] != d) or (
+                    if m.device[c] >= 0 or (g >= 0 and group_dev[g] >= 0 and group_dev[g] != d) or (
                             dropped[c * ndev + d] and (g < 0 or group_dev[g] != d)):
-                        _, _, hsize[d] = _pop(hf, hi, base, hsize[d])
+                        _, _, hsize[d] = pop(hf, hi, base, hsize[d])
                         continue
-                    key = _arrival(c, d, ndev, in_ptr, in_edges, edge_src, edge_tensor, dev_of, finish,
-                                   arrival, xtime, send_free, recv_free, sequential, not_before, scratch)
+                    key = _earliest(m, c, d, not_before, scratch)
                     if key > hf[base]:
-                        _, _, hsize[d] = _pop(hf, hi, base, hsize[d])
-                        hsize[d] = _push(hf, hi, base, hsize[d], key, c)
+                        _, _, hsize[d] = pop(hf, hi, base, hsize[d])
+                        hsize[d] = push(hf, hi, base, hsize[d], key, c)
                         continue
-                    op, s = c, max(avail[d], key)
+                    op, s = c, max(m.avail[d], key)
                     break
             if op >= 0 and s < best_s:
                 best_d, best_op, best_s = d, op, s
@@ -397,24 +350,20 @@ def _schedule(ndev, compute, speeds, in_ptr, in_edges, edge_src, edge_dst, edge_
 
         op, d = best_op, best_d
         now = max(now, best_s)
-        for d2 in range(ndev):  # memory released up to now
-            while fsize[d2] > 0 and ff[d2 * fcap] <= now:
-                _, ev, fsize[d2] = _pop(ff, fi, d2 * fcap, fsize[d2])
-                mem[d2] -= ev_bytes[ev]
-
+        release_until(m, now)
         g = group_of[op]
-        if g < 0 or group_dev[g] < 0:  # memory check (a fixed group's memory is reserved)
-            pers = group_persistent[g] if g >= 0 else persistent[op]
-            need = pers + alloc_start[op] + (group_extra[g] if g >= 0 else 0)
-            for k in range(in_ptr[op], in_ptr[op + 1]):
-                e = in_edges[k]
-                if dev_of[edge_src[e]] != d and arrival[edge_tensor[e] * ndev + d] < 0:
-                    need += recv_bytes[edge_tensor[e]]
-            if mem[d] + reserved[d] + need > cap[d] or peak[d] + pers > cap[d]:
+        if g < 0 or group_dev[g] < 0:  # memory admission (§2.3; a pinned group's memory is reserved)
+            pers = group_persistent[g] if g >= 0 else m.persistent[op]
+            need = pers + m.alloc_at_start[op] + (group_extra[g] if g >= 0 else 0)
+            for k in range(m.in_ptr[op], m.in_ptr[op + 1]):
+                e = m.in_edges[k]
+                if m.device[m.edge_src[e]] != d and m.xfer_of[m.edge_tensor[e] * ndev + d] < 0:
+                    need += m.recv_bytes[m.edge_tensor[e]]
+            if m.mem[d] + reserved[d] + need > cap[d] or m.peak[d] + pers > cap[d]:
                 if awaiting[d] == op:
                     awaiting[d] = -1
-                if fsize[d] > 0:  # try again when this device next releases memory
-                    not_before[op * ndev + d] = ff[d * fcap]
+                if next_release(m, d) < np.inf:  # try again when this device next releases memory
+                    not_before[op * ndev + d] = next_release(m, d)
                     continue
                 dropped[op * ndev + d] = True
                 drop_count[op] += 1
@@ -422,83 +371,35 @@ def _schedule(ndev, compute, speeds, in_ptr, in_edges, edge_src, edge_dst, edge_
                     continue
                 over = np.inf  # it fits nowhere: the device it overfills least (best effort)
                 for d2 in range(ndev):
-                    extra = float(max(mem[d2] + reserved[d2] + need, peak[d2] + pers) - cap[d2])
+                    extra = float(max(m.mem[d2] + reserved[d2] + need, m.peak[d2] + pers) - cap[d2])
                     if extra < over:
                         over = extra
                         d = d2
-                best_s = max(now, avail[d], _arrival(op, d, ndev, in_ptr, in_edges, edge_src, edge_tensor,
-                                                     dev_of, finish, arrival, xtime, send_free,
-                                                     recv_free, sequential, not_before, scratch))
+                best_s = max(now, m.avail[d], _earliest(m, op, d, not_before, scratch))
 
-        # Place op on d, starting at best_s.
-        start = best_s
-        f = start + compute[op] / speeds[d]
-        dev_of[op] = d
-        finish[op] = f
-        avail[d] = max(avail[d], f)
+        received = book_inputs(m, op, d)
+        start(m, op, d, best_s)
         placed += 1
         if g >= 0:
-            if group_dev[g] < 0:
+            if group_dev[g] < 0:  # §3.1: the whole group goes where its first op went
                 group_dev[g] = d
-                mem[d] += group_persistent[g]
-                peak[d] += group_persistent[g]
+                hold_persistent(m, d, group_persistent[g])
                 reserved[d] += group_extra[g]
                 for k in range(group_ptr[g], group_ptr[g + 1]):
                     c = group_members[k]
-                    if dev_of[c] < 0 and npred[c] == 0:
-                        key = _arrival(c, d, ndev, in_ptr, in_edges, edge_src, edge_tensor, dev_of, finish,
-                                       arrival, xtime, send_free, recv_free, sequential, not_before, scratch)
-                        hsize[d] = _push(hf, hi, d * hcap, hsize[d], key, c)
+                    if m.device[c] < 0 and npred[c] == 0:
+                        hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(m, c, d, not_before, scratch), c)
             group_left[g] -= 1
             if group_left[g] == 0:
                 reserved[d] -= group_extra[g]
         else:
-            mem[d] += persistent[op]
-            peak[d] += persistent[op]
-        for k in range(in_ptr[op], in_ptr[op + 1]):  # inputs: transfers, then releases
-            e = in_edges[k]
-            s_op = edge_src[e]
-            tt = edge_tensor[e]
-            ds = dev_of[s_op]
-            if ds != d and arrival[tt * ndev + d] < 0:
-                xs = finish[s_op]
-                if sequential:
-                    xs = max(xs, send_free[ds], recv_free[d])
-                    send_free[ds] = xs + xtime[tt]
-                    recv_free[d] = xs + xtime[tt]
-                arrival[tt * ndev + d] = xs + xtime[tt]
-                mem[d] += recv_bytes[tt]
-            if f > last_end[tt * ndev + d]:
-                last_end[tt * ndev + d] = f
-            readers_left[tt] -= 1
-            if readers_left[tt] == 0:
-                d0 = dev_of[tensor_src[tt]]
-                t_free = last_end[tt * ndev + d0]
-                for d2 in range(ndev):
-                    a = arrival[tt * ndev + d2]
-                    if d2 != d0 and a >= 0:
-                        t_free = max(t_free, a)
-                        if recv_bytes[tt] > 0:
-                            ev_bytes[nev] = recv_bytes[tt]
-                            fsize[d2] = _push(ff, fi, d2 * fcap, fsize[d2], last_end[tt * ndev + d2], nev)
-                            nev += 1
-                if held_bytes[tt] > 0:
-                    ev_bytes[nev] = held_bytes[tt]
-                    fsize[d0] = _push(ff, fi, d0 * fcap, fsize[d0], t_free, nev)
-                    nev += 1
-        mem[d] += alloc_start[op]
-        if mem[d] > peak[d]:
-            peak[d] = mem[d]
-        if free_end[op] > 0:
-            ev_bytes[nev] = free_end[op]
-            fsize[d] = _push(ff, fi, d * fcap, fsize[d], f, nev)
-            nev += 1
-        for e in range(out_ptr[op], out_ptr[op + 1]):
-            c = edge_dst[e]
+            hold_persistent(m, d, m.persistent[op])
+        hold_op_memory(m, op, received)
+        for e in range(m.out_ptr[op], m.out_ptr[op + 1]):
+            c = m.edge_dst[e]
             npred[c] -= 1
             if npred[c] == 0:
                 fresh[nfresh] = c
                 nfresh += 1
         if sct:
             awaiting[d] = fav[op]
-    return dev_of

@@ -1,0 +1,244 @@
+"""The execution model shared by the simulator and the list-scheduling placers.
+
+Readable oracles, in plain Python from DESIGN.md and Baechi §2.3: ``literal_simulate`` (the
+simulator's event loop) and ``literal_m_etf`` (the list scheduler). The compiled versions must
+give the same schedules; m-ETF's own schedule must be what the simulator says of its placement.
+"""
+
+import heapq
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from conftest import op, random_dags
+from rlplace.cluster import Cluster, CommModel, Device
+from rlplace.graph import OpGraph
+from rlplace.placers import make_placer
+from rlplace.schedule import memory_peaks
+from rlplace.sim import simulate, simulate_many
+
+
+def cluster(n, mode, memory=10**9, latency=0.5, seconds_per_byte=0.05):
+    return Cluster(tuple(Device(f"d{i}", memory) for i in range(n)), CommModel(latency, seconds_per_byte, mode))
+
+
+@st.composite
+def timed_dags(draw, max_ops=14):
+    """Random DAGs whose ops all take time, some in colocation groups."""
+    n = draw(st.integers(1, max_ops))
+    ops = [op(f"n{i}", compute_time=draw(st.sampled_from([0.5, 1.0, 2.5, 7.0])),
+              out=[draw(st.integers(0, 50))], temporary=draw(st.integers(0, 20)),
+              persistent=draw(st.integers(0, 20))) for i in range(n)]
+    for i in range(n):
+        group = draw(st.integers(-3, 2))
+        if group >= 0:
+            ops[i]["colocation_group"] = f"g{group}"
+    pairs = draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
+    edges = [(f"n{i}", f"n{j}", ops[i]["output_bytes"][0]) for i, j in sorted(pairs) if i < j]
+    return OpGraph.from_records(ops, edges, name="timed")
+
+
+# ------------------------------------------------------------------------------ the oracles
+def inputs(g: OpGraph, i: int) -> list[tuple[int, int]]:
+    """(producer, tensor) of every input edge of op i, in input order."""
+    return [(int(g.edge_src[e]), int(g.edge_tensor[e])) for e in g.in_edges[g.in_ptr[i]:g.in_ptr[i + 1]]]
+
+
+def literal_peaks(g: OpGraph, ndev: int, buffers: list[tuple[int, int, float, float]]) -> list[int]:
+    """Peak bytes per device: a buffer (device, bytes, from, to) is live at instant t if
+    from <= t < to, or from == to == t; persistent bytes all step."""
+    peaks = []
+    for d in range(ndev):
+        mine = [(b, a, f) for dd, b, a, f in buffers if dd == d]
+        live = [sum(b for b, a, f in mine if a <= t < f or a == f == t) for _, t, _ in mine]
+        peaks.append(max(live, default=0))
+    return peaks
+
+
+def literal_simulate(g: OpGraph, c: Cluster, device: list[int]):
+    """DESIGN.md's simulator, step by step: returns op starts, op ends, peak memory."""
+    n, ndev, seq = g.num_ops, c.num_devices, c.comm.mode == "sequential"
+    xtime = [float(c.comm.transfer_time(b)) for b in g.tensor_bytes]
+    missing = {i: len(inputs(g, i)) for i in range(n)}
+    ready = {d: [] for d in range(ndev)}  # (time it became ready, op)
+    for i in range(n):
+        if missing[i] == 0:
+            heapq.heappush(ready[device[i]], (0.0, i))
+    events, sent = [], {}  # (time, kind, id); (tensor, device) -> transfer id
+    transfers = []  # [tensor, device, start, end]
+    busy, free_at = [False] * ndev, {"send": [0.0] * ndev, "recv": [0.0] * ndev}
+    start, end = [0.0] * n, [0.0] * n
+    t = 0.0
+    while True:
+        for d in range(ndev):
+            if not busy[d] and ready[d]:
+                _, i = heapq.heappop(ready[d])
+                busy[d], start[i], end[i] = True, t, t + g.compute_time[i] / c.speeds[d]
+                heapq.heappush(events, (end[i], 0, i))
+        if not events:
+            break
+        t = events[0][0]
+        while events and events[0][0] == t:
+            _, kind, ident = heapq.heappop(events)
+            if kind == 0:  # an op ends: its outputs go to their readers
+                busy[device[ident]] = False
+                for tensor in range(g.op_tensor_ptr[ident], g.op_tensor_ptr[ident + 1]):
+                    for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
+                        reader = int(g.edge_dst[e])
+                        d = device[reader]
+                        if d == device[ident]:
+                            missing[reader] -= 1
+                            if missing[reader] == 0:
+                                heapq.heappush(ready[d], (t, reader))
+                        elif (tensor, d) not in sent:
+                            begin = t
+                            if seq:
+                                begin = max(t, free_at["send"][device[ident]], free_at["recv"][d])
+                                free_at["send"][device[ident]] = free_at["recv"][d] = begin + xtime[tensor]
+                            sent[tensor, d] = len(transfers)
+                            transfers.append([tensor, d, begin, begin + xtime[tensor]])
+                            heapq.heappush(events, (begin + xtime[tensor], 1, sent[tensor, d]))
+            else:  # a transfer ends: its readers there may be ready
+                tensor, d = transfers[ident][:2]
+                for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
+                    reader = int(g.edge_dst[e])
+                    if device[reader] == d:
+                        missing[reader] -= 1
+                        if missing[reader] == 0:
+                            heapq.heappush(ready[d], (t, reader))
+    return start, end, literal_peaks(g, ndev, literal_buffers(g, device, start, end, transfers))
+
+
+def literal_buffers(g, device, start, end, transfers):
+    """Every buffer (device, bytes, from, to) of a schedule, by DESIGN.md's memory rules."""
+    buffers = [(device[i], int(g.persistent_bytes[i]), -1.0, np.inf) for i in range(g.num_ops)]
+    buffers += [(device[i], int(g.temporary_bytes[i] + g.unread_output_bytes[i]), start[i], end[i])
+                for i in range(g.num_ops)]
+    for tensor, src in enumerate(g.tensor_src):
+        readers = [int(g.edge_dst[e]) for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1])]
+        held = [end[r] for r in readers if device[r] == device[src]]
+        held += [x_end for tt, _, _, x_end in transfers if tt == tensor]
+        buffers.append((device[src], int(g.tensor_output_bytes[tensor]), start[src], max(held)))
+        for tt, d, x_start, _ in transfers:
+            if tt == tensor and g.tensor_port[tensor] >= 0:
+                last = max(end[r] for r in readers if device[r] == d)
+                buffers.append((d, int(g.tensor_bytes[tensor]), x_start, last))
+    return buffers
+
+
+def literal_m_etf(g: OpGraph, c: Cluster):
+    """m-ETF with ample memory and parallel transfers (Baechi §2.3, Eq. 1; §3.1 colocation):
+    among ops whose predecessors are all placed, each device's candidate is the op whose inputs
+    arrive there first (then the lower index), starting when the device is free and the inputs
+    are there; the candidate that starts first is placed (the lower device on ties). The first
+    op of a colocation group takes the group to its device. Returns devices, starts, ends."""
+    n, ndev = g.num_ops, c.num_devices
+    xtime = [float(c.comm.transfer_time(b)) for b in g.tensor_bytes]
+    group = {int(i): name for name, ops in g.colocation_groups.items() if len(ops) > 1 for i in ops}
+    group_device, arrived = {}, {}
+    device, start, end, avail = [-1] * n, [0.0] * n, [0.0] * n, [0.0] * ndev
+
+    def arrival(i, d):
+        return max([end[s] if device[s] == d else arrived.get((tt, d), end[s] + xtime[tt])
+                    for s, tt in inputs(g, i)], default=0.0)
+
+    for _ in range(n):
+        ready = [i for i in range(n) if device[i] < 0 and all(device[s] >= 0 for s, _ in inputs(g, i))]
+        best = None  # (start, device, op)
+        for d in range(ndev):
+            allowed = [i for i in ready if group_device.get(group.get(i), d) == d]
+            if allowed:
+                a, i = min((arrival(i, d), i) for i in allowed)
+                if best is None or max(avail[d], a) < best[0]:
+                    best = (max(avail[d], a), d, i)
+        s, d, i = best
+        for src, tt in inputs(g, i):
+            if device[src] != d:
+                arrived.setdefault((tt, d), end[src] + xtime[tt])
+        device[i], start[i], end[i] = d, s, s + g.compute_time[i] / c.speeds[d]
+        avail[d] = max(avail[d], end[i])
+        if i in group:
+            group_device.setdefault(group[i], d)
+    return device, start, end
+
+
+# ------------------------------------------------------------------------------ the tests
+@given(random_dags(), st.integers(1, 3), st.sampled_from(["parallel", "sequential"]), st.data())
+def test_simulator_is_the_literal_event_loop(g, ndev, mode, data):
+    c = cluster(ndev, mode)
+    device = data.draw(st.lists(st.integers(0, ndev - 1), min_size=g.num_ops, max_size=g.num_ops))
+    r = simulate(g, c, np.array(device), trace=True)
+    start, end, peaks = literal_simulate(g, c, device)
+    np.testing.assert_array_equal(r.schedule.op_start, start)
+    np.testing.assert_array_equal(r.schedule.op_end, end)
+    assert r.peak_memory.tolist() == peaks
+    # the same memory rules computed from the finished schedule, as placers predict theirs
+    assert memory_peaks(g, ndev, r.schedule).tolist() == peaks
+
+
+@given(random_dags(), st.integers(1, 3), st.sampled_from(["parallel", "sequential"]), st.data())
+def test_batched_simulation_equals_one_by_one(g, ndev, mode, data):
+    c = cluster(ndev, mode)
+    rows = np.array(data.draw(st.lists(st.lists(st.integers(0, ndev - 1), min_size=g.num_ops,
+                                                max_size=g.num_ops), min_size=1, max_size=4)))
+    batch = simulate_many(g, c, rows)
+    for k, row in enumerate(rows):
+        r = simulate(g, c, row)
+        assert batch.step_time[k] == r.step_time
+        assert batch.peak_memory[k].tolist() == r.peak_memory.tolist()
+        assert batch.oom[k] == r.oom
+
+
+ETF_OFF = dict(coplacement=False, fusion=False, forward_only=False)
+
+
+@given(timed_dags(), st.integers(1, 4))
+def test_m_etf_is_the_literal_list_scheduler(g, ndev):
+    c = cluster(ndev, "parallel")
+    placer = make_placer("m_etf", **ETF_OFF)
+    placement = placer.place(g, c)
+    device, start, end = literal_m_etf(g, c)
+    assert placement.device_of.tolist() == device
+    np.testing.assert_array_equal(placer.own_schedule.op_start, start)
+    np.testing.assert_array_equal(placer.own_schedule.op_end, end)
+
+
+@given(timed_dags(), st.integers(1, 4))
+def test_m_etf_predicts_what_the_simulator_says(g, ndev):
+    """Parallel transfers, ops that take time, ample memory: the placer's own schedule is the
+    simulator's schedule of its placement, so its step time and peak memory are too."""
+    c = cluster(ndev, "parallel")
+    placer = make_placer("m_etf", **ETF_OFF)
+    r = simulate(g, c, placer.place(g, c), trace=True)
+    np.testing.assert_array_equal(placer.own_schedule.op_start, r.schedule.op_start)
+    np.testing.assert_array_equal(placer.own_schedule.op_end, r.schedule.op_end)
+    assert placer.own_schedule.step_time == r.step_time
+    assert placer.own_peak_memory.tolist() == r.peak_memory.tolist()
+
+
+@given(timed_dags(), st.integers(1, 4), st.sampled_from(["m_etf", "m_sct"]))
+def test_with_sequential_channels_the_placers_own_schedule_is_a_valid_one(g, ndev, name):
+    """Sequential transfers: a placer books a transfer when it places the reader (Baechi §3.4),
+    the simulator when the producer ends, so the two orders on a channel may differ. The
+    placer's own schedule is still a schedule of its placement: every op after its inputs
+    arrive, one op per device and one transfer per channel at a time."""
+    c = cluster(ndev, "sequential")
+    placer = make_placer(name, **ETF_OFF)
+    placer.place(g, c)
+    s = placer.own_schedule
+    eps = 1e-9
+    for e in range(g.num_edges):
+        src, dst, tt = g.edge_src[e], g.edge_dst[e], g.edge_tensor[e]
+        if s.op_device[src] == s.op_device[dst]:
+            assert s.op_start[dst] >= s.op_end[src] - eps
+        else:
+            x = np.flatnonzero((s.transfer_tensor == tt) & (s.transfer_dst_device == s.op_device[dst]))
+            assert len(x) == 1
+            assert s.transfer_start[x[0]] >= s.op_end[src] - eps
+            assert s.op_start[dst] >= s.transfer_end[x[0]] - eps
+    for d in range(ndev):
+        for lo, hi in [(s.op_start[s.op_device == d], s.op_end[s.op_device == d]),
+                       (s.transfer_start[s.transfer_src_device == d], s.transfer_end[s.transfer_src_device == d]),
+                       (s.transfer_start[s.transfer_dst_device == d], s.transfer_end[s.transfer_dst_device == d])]:
+            order = np.argsort(lo, kind="stable")
+            assert np.all(lo[order][1:] >= hi[order][:-1] - eps)
