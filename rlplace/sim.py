@@ -41,7 +41,7 @@ from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.schedule import Schedule, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
-from rlplace.schedule.ops import alloc, book_transfer, end_instant, free, start
+from rlplace.schedule.ops import alloc, book_transfer, duration, end_instant, free, start
 
 __all__ = ["Schedule", "StepResult", "simulate", "simulate_many"]
 
@@ -92,12 +92,13 @@ def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False) -
     dev = _device_array(graph, cluster, placement)
     m = new_model(graph, cluster)
     _run(m, dev)
-    nx = int(m.num_transfers[0])
-    step_time = max(m.op_end.max(initial=0.0), m.x_end[:nx].max(initial=0.0))
-    oom_devices = tuple(int(d) for d in np.flatnonzero(m.peak > cluster.memory))
+    nx = int(m.transfers.count[0])
+    step_time = max(m.ops.end.max(initial=0.0), m.transfers.end[:nx].max(initial=0.0))
+    peak = m.memory.peak
+    oom_devices = tuple(int(d) for d in np.flatnonzero(peak > cluster.memory))
     return StepResult(step_time=float(step_time), oom=bool(oom_devices), oom_devices=oom_devices,
-                      peak_memory=m.peak, busy_time=m.busy, num_transfers=nx,
-                      transfer_bytes=int(graph.tensor_bytes[m.x_tensor[:nx]].sum()),
+                      peak_memory=peak, busy_time=m.devices.busy, num_transfers=nx,
+                      transfer_bytes=int(graph.tensor_bytes[m.transfers.tensor[:nx]].sum()),
                       schedule=schedule_of(m, graph) if trace else None)
 
 
@@ -135,46 +136,44 @@ _OP_END, _XFER_END, _XFER_START = 0, 1, 2
 
 @numba.njit(cache=True)
 def _run_many(m, rows):  # pragma: no cover - compiled
-    k, ndev = rows.shape[0], len(m.avail)
+    k, ndev = rows.shape[0], len(m.devices.avail)
     step_time = np.zeros(k)
     peak = np.zeros((k, ndev), dtype=np.int64)
     for r in range(k):
-        m.avail[:] = 0.0
-        m.busy[:] = 0.0
-        m.send_free[:] = 0.0
-        m.recv_free[:] = 0.0
-        m.xfer_of[:] = -1
-        m.num_transfers[0] = 0
-        m.peak[:] = 0
+        m.devices.avail[:] = 0.0
+        m.devices.busy[:] = 0.0
+        m.channels.send_free[:] = 0.0
+        m.channels.recv_free[:] = 0.0
+        m.transfers.of[:] = -1
+        m.transfers.count[0] = 0
         _run(m, rows[r])
-        nx = m.num_transfers[0]
-        step_time[r] = max(m.op_end.max(), m.x_end[:nx].max()) if nx > 0 else (
-            m.op_end.max() if len(m.op_end) > 0 else 0.0)
-        peak[r] = m.peak
+        nx = m.transfers.count[0]
+        step_time[r] = max(m.ops.end.max() if len(m.ops.end) > 0 else 0.0,
+                           m.transfers.end[:nx].max() if nx > 0 else 0.0)
+        peak[r] = m.memory.peak
     return step_time, peak
 
 
 @numba.njit(cache=True)
 def _run(m, dev):  # pragma: no cover - compiled
     """Run the step placed by ``dev`` on the empty model ``m``."""
-    in_ptr, in_edges, edge_src, edge_dst, edge_tensor = m.in_ptr, m.in_edges, m.edge_src, m.edge_dst, m.edge_tensor
-    tensor_ptr, op_tensor_ptr, xfer_of, x_start, x_end = m.tensor_ptr, m.op_tensor_ptr, m.xfer_of, m.x_start, m.x_end
+    g, ops, devices, channels, transfers, memory = m.graph, m.ops, m.devices, m.channels, m.transfers, m.memory
     n = len(dev)
-    ndev = len(m.avail)
-    ntensor = len(m.tensor_src)
-    kind_base = max(n, len(m.edge_src)) + 1  # event int key = kind * kind_base + id
-    m.device[:] = dev
+    ndev = len(devices.avail)
+    ntensor = len(g.tensor_src)
+    kind_base = max(n, len(g.edge_src)) + 1  # event int key = kind * kind_base + id
+    ops.device[:] = dev
 
     pending = np.empty(n, dtype=np.int64)  # inputs not yet present on the op's device
     for i in range(n):
-        pending[i] = in_ptr[i + 1] - in_ptr[i]
+        pending[i] = g.in_ptr[i + 1] - g.in_ptr[i]
     hold = np.zeros(ntensor, dtype=np.int64)  # local readers + transfers keeping a producer's copy
-    x_ref = np.zeros(len(m.edge_src), dtype=np.int64)  # readers still needing a received copy
-    m.mem[:] = 0
-    m.instant[:] = 0
+    x_ref = np.zeros(len(g.edge_src), dtype=np.int64)  # readers still needing a received copy
+    memory.live[:] = 0
+    memory.instant[:] = 0
     for i in range(n):
-        m.mem[dev[i]] += m.persistent[i]
-    m.peak[:] = m.mem
+        memory.live[dev[i]] += g.persistent[i]
+    memory.peak[:] = memory.live
     running = np.zeros(ndev, dtype=np.bool_)
 
     # One ready heap per device, keyed (time it became ready, op), each in its own slice.
@@ -187,8 +186,8 @@ def _run(m, dev):  # pragma: no cover - compiled
     rsize = np.zeros(ndev, dtype=np.int64)
     rf = np.empty(max(n, 1))
     ri = np.empty(max(n, 1), dtype=np.int64)
-    ef = np.empty(n + 2 * len(m.edge_src) + 1)
-    ei = np.empty(n + 2 * len(m.edge_src) + 1, dtype=np.int64)
+    ef = np.empty(n + 2 * len(g.edge_src) + 1)
+    ei = np.empty(n + 2 * len(g.edge_src) + 1, dtype=np.int64)
     esize = 0
     for i in range(n):
         if pending[i] == 0:
@@ -201,12 +200,13 @@ def _run(m, dev):  # pragma: no cover - compiled
             if not running[d] and rsize[d] > 0:
                 _, i, rsize[d] = pop(rf, ri, rbase[d], rsize[d])
                 running[d] = True
-                alloc(m, d, m.alloc_at_start[i])
-                esize = push(ef, ei, 0, esize, start(m, i, d, t), _OP_END * kind_base + i)
+                alloc(memory, d, g.alloc_at_start[i])
+                end = start(ops, devices, i, d, t, duration(g, devices, i, d))
+                esize = push(ef, ei, 0, esize, end, _OP_END * kind_base + i)
         if esize == 0:
             break
         if ef[0] > t:
-            end_instant(m)
+            end_instant(memory)
             t = ef[0]
         while esize > 0 and ef[0] == t:  # every event of this instant
             _, key, esize = pop(ef, ei, 0, esize)
@@ -217,23 +217,23 @@ def _run(m, dev):  # pragma: no cover - compiled
                 d = dev[i]
                 running[d] = False
                 done += 1
-                free(m, d, m.free_at_end[i], m.op_start[i], t)
-                for k in range(in_ptr[i], in_ptr[i + 1]):  # release the inputs
-                    e = in_edges[k]
-                    tensor = edge_tensor[e]
-                    if dev[edge_src[e]] == d:
+                free(memory, d, g.free_at_end[i], ops.start[i], t)
+                for k in range(g.in_ptr[i], g.in_ptr[i + 1]):  # release the inputs
+                    e = g.in_edges[k]
+                    tensor = g.edge_tensor[e]
+                    if dev[g.edge_src[e]] == d:
                         hold[tensor] -= 1
                         if hold[tensor] == 0:
-                            free(m, d, m.held_bytes[tensor], m.op_start[edge_src[e]], t)
+                            free(memory, d, g.held_bytes[tensor], ops.start[g.edge_src[e]], t)
                     else:
-                        x = xfer_of[tensor * ndev + d]
+                        x = transfers.of[tensor * ndev + d]
                         x_ref[x] -= 1
                         if x_ref[x] == 0:
-                            free(m, d, m.recv_bytes[tensor], x_start[x], t)
-                for tensor in range(op_tensor_ptr[i], op_tensor_ptr[i + 1]):  # deliver outputs
+                            free(memory, d, g.recv_bytes[tensor], transfers.start[x], t)
+                for tensor in range(g.op_tensor_ptr[i], g.op_tensor_ptr[i + 1]):  # deliver outputs
                     holders = 0
-                    for e in range(tensor_ptr[tensor], tensor_ptr[tensor + 1]):
-                        c = edge_dst[e]
+                    for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
+                        c = g.edge_dst[e]
                         dc = dev[c]
                         if dc == d:
                             holders += 1
@@ -241,35 +241,35 @@ def _run(m, dev):  # pragma: no cover - compiled
                             if pending[c] == 0:
                                 rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
                         else:
-                            x = xfer_of[tensor * ndev + dc]
+                            x = transfers.of[tensor * ndev + dc]
                             if x < 0:
-                                x = book_transfer(m, tensor, dc, t)
+                                x = book_transfer(transfers, channels, tensor, d, dc, t, g.xfer_time[tensor])
                                 holders += 1
-                                if x_start[x] > t:
-                                    esize = push(ef, ei, 0, esize, x_start[x], _XFER_START * kind_base + x)
+                                if transfers.start[x] > t:
+                                    esize = push(ef, ei, 0, esize, transfers.start[x], _XFER_START * kind_base + x)
                                 else:
-                                    alloc(m, dc, m.recv_bytes[tensor])
-                                    esize = push(ef, ei, 0, esize, x_end[x], _XFER_END * kind_base + x)
+                                    alloc(memory, dc, g.recv_bytes[tensor])
+                                    esize = push(ef, ei, 0, esize, transfers.end[x], _XFER_END * kind_base + x)
                             x_ref[x] += 1
                     hold[tensor] = holders
             elif kind == _XFER_START:
                 x = ident
-                alloc(m, m.x_dev[x], m.recv_bytes[m.x_tensor[x]])
-                esize = push(ef, ei, 0, esize, x_end[x], _XFER_END * kind_base + x)
+                alloc(memory, transfers.device[x], g.recv_bytes[transfers.tensor[x]])
+                esize = push(ef, ei, 0, esize, transfers.end[x], _XFER_END * kind_base + x)
             else:
                 x = ident
-                tensor = m.x_tensor[x]
-                dc = m.x_dev[x]
+                tensor = transfers.tensor[x]
+                dc = transfers.device[x]
                 hold[tensor] -= 1
                 if hold[tensor] == 0:
-                    src = m.tensor_src[tensor]
-                    free(m, dev[src], m.held_bytes[tensor], m.op_start[src], t)
-                for e in range(tensor_ptr[tensor], tensor_ptr[tensor + 1]):
-                    c = edge_dst[e]
+                    src = g.tensor_src[tensor]
+                    free(memory, dev[src], g.held_bytes[tensor], ops.start[src], t)
+                for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
+                    c = g.edge_dst[e]
                     if dev[c] == dc:
                         pending[c] -= 1
                         if pending[c] == 0:
                             rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
-    end_instant(m)
+    end_instant(memory)
     if done != n:
         raise RuntimeError("simulation stalled: the graph is not a DAG")

@@ -35,8 +35,8 @@ from rlplace.placement import Placement
 from rlplace.placers import register
 from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
-from rlplace.schedule.ops import (arrival, book_inputs, hold_op_memory, hold_persistent, next_release,
-                                  release_until, start)
+from rlplace.schedule.ops import (arrival, book_inputs, duration, hold_op_memory, hold_persistent,
+                                  next_release, release_until, start)
 from rlplace.sim import simulate
 
 
@@ -238,18 +238,18 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     m = new_model(work, cluster, placer=True)
     _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, caps,
               fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None)
-    if np.any(m.device < 0):
-        raise PlacementError(f"list scheduling left op {work.names[int(np.argmax(m.device < 0))]!r} unplaced")
+    if np.any(m.ops.device < 0):
+        raise PlacementError(f"list scheduling left op {work.names[int(np.argmax(m.ops.device < 0))]!r} unplaced")
     return m
 
 
 # ------------------------------------------------------------------------------ the policy loop
 @numba.njit(cache=True)
-def _earliest(m, op, d, not_before, scratch):  # pragma: no cover - compiled
+def _earliest(graph, ops, transfers, channels, op, d, not_before, scratch):  # pragma: no cover - compiled
     """Eq. 1 on device ``d`` without the device's own availability: when ``op``'s inputs can be
     there (§3.4: after the queued transfers), and not before ``d`` next releases memory where it
     lacked the memory."""
-    return max(arrival(m, op, d, scratch), not_before[op * len(m.avail) + d])
+    return max(arrival(graph, ops, transfers, channels, op, d, scratch), not_before[op * len(scratch) + d])
 
 
 @numba.njit(cache=True)
@@ -260,9 +260,11 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
     (m-SCT, §2.4). Per device a heap of ready ops keyed by a lower bound of their arrival there
     (raised lazily); with ``sct`` also a heap of ready ops keyed by when their inputs could be on
     every device (urgent ops)."""
-    n = len(m.compute)
-    ndev = len(m.avail)
-    npred = m.in_ptr[1:] - m.in_ptr[:-1]
+    graph, ops, devices, channels, transfers = m.graph, m.ops, m.devices, m.channels, m.transfers
+    memory, releases = m.memory, m.releases
+    n = len(graph.compute)
+    ndev = len(devices.avail)
+    npred = graph.in_ptr[1:] - graph.in_ptr[:-1]
     reserved = np.zeros(ndev, dtype=np.int64)
     group_dev = np.full(len(group_persistent), -1, dtype=np.int64)
     group_left = group_ptr[1:] - group_ptr[:-1]
@@ -295,53 +297,53 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
             pinned = g >= 0 and group_dev[g] >= 0
             lo, hi_d = (group_dev[g], group_dev[g] + 1) if pinned else (0, ndev)
             for d in range(lo, hi_d):
-                hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(m, c, d, not_before, scratch), c)
+                hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(graph, ops, transfers, channels, c, d, not_before, scratch), c)
             if sct and not pinned:
                 urgent = 0.0
-                for k in range(m.in_ptr[c], m.in_ptr[c + 1]):
-                    e = m.in_edges[k]
-                    urgent = max(urgent, m.op_end[m.edge_src[e]] + m.xfer_time[m.edge_tensor[e]])
+                for k in range(graph.in_ptr[c], graph.in_ptr[c + 1]):
+                    e = graph.in_edges[k]
+                    urgent = max(urgent, ops.end[graph.edge_src[e]] + graph.xfer_time[graph.edge_tensor[e]])
                 usize = push(uf, ui, 0, usize, urgent, c)
 
         best_d, best_op, best_s = -1, -1, np.inf
         for d in range(ndev):  # each device's candidate (op, start)
             op, s = -1, np.inf
             c = awaiting[d]
-            if sct and c >= 0 and m.device[c] < 0 and npred[c] == 0 and (
+            if sct and c >= 0 and ops.device[c] < 0 and npred[c] == 0 and (
                     group_of[c] < 0 or group_dev[group_of[c]] < 0 or group_dev[group_of[c]] == d) and not (
                     dropped[c * ndev + d] and (group_of[c] < 0 or group_dev[group_of[c]] != d)):
-                s_c = max(m.avail[d], _earliest(m, c, d, not_before, scratch))
+                s_c = max(devices.avail[d], _earliest(graph, ops, transfers, channels, c, d, not_before, scratch))
                 earliest = True  # the favorite child must start here no later than anywhere else
                 g = group_of[c]
                 if g < 0 or group_dev[g] < 0:
                     for d2 in range(ndev):
                         if d2 != d and not dropped[c * ndev + d2] and max(
-                                m.avail[d2], _earliest(m, c, d2, not_before, scratch)) < s_c:
+                                devices.avail[d2], _earliest(graph, ops, transfers, channels, c, d2, not_before, scratch)) < s_c:
                             earliest = False
                             break
                 if earliest:  # the device waits for it unless an urgent op can start first
-                    while usize > 0 and (m.device[ui[0]] >= 0 or (
+                    while usize > 0 and (ops.device[ui[0]] >= 0 or (
                             group_of[ui[0]] >= 0 and group_dev[group_of[ui[0]]] >= 0)):
                         _, _, usize = pop(uf, ui, 0, usize)
                     op, s = c, s_c
-                    if usize > 0 and ui[0] != c and not dropped[ui[0] * ndev + d] and max(m.avail[d], uf[0]) <= s_c:
+                    if usize > 0 and ui[0] != c and not dropped[ui[0] * ndev + d] and max(devices.avail[d], uf[0]) <= s_c:
                         op = ui[0]
-                        s = max(m.avail[d], uf[0], _earliest(m, op, d, not_before, scratch))
+                        s = max(devices.avail[d], uf[0], _earliest(graph, ops, transfers, channels, op, d, not_before, scratch))
             if op < 0:  # ETF: the ready op that can start first here
                 base = d * hcap
                 while hsize[d] > 0:
                     c = hi[base]
                     g = group_of[c]
-                    if m.device[c] >= 0 or (g >= 0 and group_dev[g] >= 0 and group_dev[g] != d) or (
+                    if ops.device[c] >= 0 or (g >= 0 and group_dev[g] >= 0 and group_dev[g] != d) or (
                             dropped[c * ndev + d] and (g < 0 or group_dev[g] != d)):
                         _, _, hsize[d] = pop(hf, hi, base, hsize[d])
                         continue
-                    key = _earliest(m, c, d, not_before, scratch)
+                    key = _earliest(graph, ops, transfers, channels, c, d, not_before, scratch)
                     if key > hf[base]:
                         _, _, hsize[d] = pop(hf, hi, base, hsize[d])
                         hsize[d] = push(hf, hi, base, hsize[d], key, c)
                         continue
-                    op, s = c, max(m.avail[d], key)
+                    op, s = c, max(devices.avail[d], key)
                     break
             if op >= 0 and s < best_s:
                 best_d, best_op, best_s = d, op, s
@@ -350,20 +352,20 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
 
         op, d = best_op, best_d
         now = max(now, best_s)
-        release_until(m, now)
+        release_until(releases, memory, now)
         g = group_of[op]
         if g < 0 or group_dev[g] < 0:  # memory admission (§2.3; a pinned group's memory is reserved)
-            pers = group_persistent[g] if g >= 0 else m.persistent[op]
-            need = pers + m.alloc_at_start[op] + (group_extra[g] if g >= 0 else 0)
-            for k in range(m.in_ptr[op], m.in_ptr[op + 1]):
-                e = m.in_edges[k]
-                if m.device[m.edge_src[e]] != d and m.xfer_of[m.edge_tensor[e] * ndev + d] < 0:
-                    need += m.recv_bytes[m.edge_tensor[e]]
-            if m.mem[d] + reserved[d] + need > cap[d] or m.peak[d] + pers > cap[d]:
+            pers = group_persistent[g] if g >= 0 else graph.persistent[op]
+            need = pers + graph.alloc_at_start[op] + (group_extra[g] if g >= 0 else 0)
+            for k in range(graph.in_ptr[op], graph.in_ptr[op + 1]):
+                e = graph.in_edges[k]
+                if ops.device[graph.edge_src[e]] != d and transfers.of[graph.edge_tensor[e] * ndev + d] < 0:
+                    need += graph.recv_bytes[graph.edge_tensor[e]]
+            if memory.live[d] + reserved[d] + need > cap[d] or memory.peak[d] + pers > cap[d]:
                 if awaiting[d] == op:
                     awaiting[d] = -1
-                if next_release(m, d) < np.inf:  # try again when this device next releases memory
-                    not_before[op * ndev + d] = next_release(m, d)
+                if next_release(releases, d) < np.inf:  # try again when this device next releases memory
+                    not_before[op * ndev + d] = next_release(releases, d)
                     continue
                 dropped[op * ndev + d] = True
                 drop_count[op] += 1
@@ -371,32 +373,32 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
                     continue
                 over = np.inf  # it fits nowhere: the device it overfills least (best effort)
                 for d2 in range(ndev):
-                    extra = float(max(m.mem[d2] + reserved[d2] + need, m.peak[d2] + pers) - cap[d2])
+                    extra = float(max(memory.live[d2] + reserved[d2] + need, memory.peak[d2] + pers) - cap[d2])
                     if extra < over:
                         over = extra
                         d = d2
-                best_s = max(now, m.avail[d], _earliest(m, op, d, not_before, scratch))
+                best_s = max(now, devices.avail[d], _earliest(graph, ops, transfers, channels, op, d, not_before, scratch))
 
-        received = book_inputs(m, op, d)
-        start(m, op, d, best_s)
+        received = book_inputs(graph, ops, transfers, channels, op, d)
+        start(ops, devices, op, d, best_s, duration(graph, devices, op, d))
         placed += 1
         if g >= 0:
             if group_dev[g] < 0:  # §3.1: the whole group goes where its first op went
                 group_dev[g] = d
-                hold_persistent(m, d, group_persistent[g])
+                hold_persistent(memory, d, group_persistent[g])
                 reserved[d] += group_extra[g]
                 for k in range(group_ptr[g], group_ptr[g + 1]):
                     c = group_members[k]
-                    if m.device[c] < 0 and npred[c] == 0:
-                        hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(m, c, d, not_before, scratch), c)
+                    if ops.device[c] < 0 and npred[c] == 0:
+                        hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(graph, ops, transfers, channels, c, d, not_before, scratch), c)
             group_left[g] -= 1
             if group_left[g] == 0:
                 reserved[d] -= group_extra[g]
         else:
-            hold_persistent(m, d, m.persistent[op])
-        hold_op_memory(m, op, received)
-        for e in range(m.out_ptr[op], m.out_ptr[op + 1]):
-            c = m.edge_dst[e]
+            hold_persistent(memory, d, graph.persistent[op])
+        hold_op_memory(graph, ops, transfers, memory, releases, op, received)
+        for e in range(graph.out_ptr[op], graph.out_ptr[op + 1]):
+            c = graph.edge_dst[e]
             npred[c] -= 1
             if npred[c] == 0:
                 fresh[nfresh] = c

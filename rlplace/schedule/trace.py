@@ -36,13 +36,14 @@ class Schedule:
 
 def schedule_of(m: Model, graph: OpGraph) -> Schedule:
     """The schedule held by model ``m`` of ``graph`` (copies)."""
-    nx = int(m.num_transfers[0])
-    tensors = m.x_tensor[:nx].copy()
+    x = m.transfers
+    nx = int(x.count[0])
+    tensors = x.tensor[:nx].copy()
     return Schedule(
-        op_device=m.device.copy(), op_start=m.op_start.copy(), op_end=m.op_end.copy(),
+        op_device=m.ops.device.copy(), op_start=m.ops.start.copy(), op_end=m.ops.end.copy(),
         transfer_src_op=graph.tensor_src[tensors], transfer_src_output=graph.tensor_port[tensors],
-        transfer_src_device=m.device[graph.tensor_src[tensors]], transfer_dst_device=m.x_dev[:nx].copy(),
-        transfer_start=m.x_start[:nx].copy(), transfer_end=m.x_end[:nx].copy(),
+        transfer_src_device=m.ops.device[graph.tensor_src[tensors]], transfer_dst_device=x.device[:nx].copy(),
+        transfer_start=x.start[:nx].copy(), transfer_end=x.end[:nx].copy(),
         transfer_bytes=graph.tensor_bytes[tensors], transfer_tensor=tensors)
 
 
