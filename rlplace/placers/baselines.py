@@ -15,6 +15,8 @@ from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
+from rlplace.schedule import Schedule, new_model, schedule_of
+from rlplace.schedule.ops import arrival, book_inputs, duration, first_idle_slot, occupy, start
 
 
 @register("single")
@@ -174,12 +176,14 @@ def _positive_ints(x: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class HeftSchedule:
     """HEFT's own schedule estimate (seconds): the order ops were placed in, and each op's
-    device, start and finish. Only the placement leaves the placer; the simulator judges it."""
+    device, start and finish; ``schedule``: the whole schedule with its transfers. Only the
+    placement leaves the placer; the simulator judges it."""
 
     order: np.ndarray
     device: np.ndarray
     start: np.ndarray
     finish: np.ndarray
+    schedule: Schedule
 
 
 @register("heft")
@@ -198,22 +202,27 @@ class HeftPlacer:
     sent to a device once serves every reader there. Transfers overlap freely (no link
     contention) and memory is not considered, as in the original. Colocation: the first op of a
     colocation group to be placed pins the group to its device, where its later ops go (Baechi
-    §3.1 co-adjust, without the memory check)."""
+    §3.1 co-adjust, without the memory check).
+
+    The schedule is built on the execution model (``rlplace.schedule``). It is HEFT's own: ops
+    run in rank order in idle slots, where the simulator runs ready ops first come first served,
+    so the simulator's step time of the placement may differ."""
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         return Placement(self.schedule(graph, cluster).device)
 
     def schedule(self, graph: OpGraph, cluster: Cluster) -> HeftSchedule:
         n = cluster.num_devices
-        duration = graph.compute_time[:, None] / cluster.speeds[None, :]
+        durations = graph.compute_time[:, None] / cluster.speeds[None, :]
         mean_comm = cluster.comm.transfer_time(graph.edge_bytes) * ((n - 1) / n)
-        rank = _upward_rank(duration.mean(axis=1), graph.out_ptr, graph.edge_dst, mean_comm)
+        rank = _upward_rank(durations.mean(axis=1), graph.out_ptr, graph.edge_dst, mean_comm)
         order = np.lexsort((np.arange(graph.num_ops), -rank))
         units = CoarseGraph.colocation(graph)
-        device, start, finish = _heft(
-            order, duration, graph.in_ptr, graph.in_edges, graph.edge_src, graph.edge_tensor,
-            cluster.comm.transfer_time(graph.tensor_bytes), units.group_of, units.num_groups)
-        return HeftSchedule(order, device, start, finish)
+        m = new_model(graph, cluster, insertion=True)
+        m = m._replace(channels=m.channels._replace(sequential=False))  # no link contention
+        _heft(m, order, units.group_of, units.num_groups)
+        s = schedule_of(m, graph)
+        return HeftSchedule(order, s.op_device, s.op_start, s.op_end, s)
 
 
 @numba.njit(cache=True)
@@ -231,82 +240,26 @@ def _upward_rank(mean_duration, out_ptr, edge_dst, mean_comm):  # pragma: no cov
 
 
 @numba.njit(cache=True)
-def _heft(order, duration, in_ptr, in_edges, edge_src, edge_tensor, tensor_time,
-          unit_of, num_units):  # pragma: no cover - compiled
-    """Place ops in ``order``, each on the device of earliest finish with insertion. Busy time
-    per device is a sorted list of disjoint blocks; touching blocks are merged."""
-    n, p = duration.shape
-    device = np.full(n, -1, dtype=np.int64)
-    start = np.zeros(n)
-    finish = np.zeros(n)
+def _heft(m, order, unit_of, num_units):  # pragma: no cover - compiled
+    """Place ops in ``order``, each on the device of earliest finish, in the first idle slot
+    after its inputs arrive (Eq. 3-4)."""
+    graph, ops, devices, channels, transfers, slots = m.graph, m.ops, m.devices, m.channels, m.transfers, m.slots
+    ndev = len(devices.avail)
     pinned = np.full(num_units, -1, dtype=np.int64)
-    block_start = np.empty((p, n + 1))
-    block_end = np.empty((p, n + 1))
-    num_blocks = np.zeros(p, dtype=np.int64)
+    scratch = np.zeros(ndev)
     for i in order:
-        lo, hi = 0, p
+        lo, hi = 0, ndev
         if pinned[unit_of[i]] >= 0:
             lo = pinned[unit_of[i]]
             hi = lo + 1
-        best_d, best_start, best_finish, best_slot = -1, 0.0, np.inf, 0
+        best_d, best_start, best_finish = -1, 0.0, np.inf
         for d in range(lo, hi):
-            ready = 0.0
-            for k in range(in_ptr[i], in_ptr[i + 1]):
-                e = in_edges[k]
-                s = edge_src[e]
-                arrive = finish[s] if device[s] == d else finish[s] + tensor_time[edge_tensor[e]]
-                if arrive > ready:
-                    ready = arrive
-            slot, t0 = _first_fit(block_start[d], block_end[d], num_blocks[d], ready, duration[i, d])
-            if t0 + duration[i, d] < best_finish:
-                best_d, best_start, best_finish, best_slot = d, t0, t0 + duration[i, d], slot
-        device[i], start[i], finish[i] = best_d, best_start, best_finish
-        pinned[unit_of[i]] = best_d
+            length = duration(graph, devices, i, d)
+            t0 = first_idle_slot(slots, d, arrival(graph, ops, transfers, channels, i, d, scratch), length)
+            if t0 + length < best_finish:
+                best_d, best_start, best_finish = d, t0, t0 + length
+        book_inputs(graph, ops, transfers, channels, i, best_d)
+        start(ops, devices, i, best_d, best_start, best_finish - best_start)
         if best_finish > best_start:
-            num_blocks[best_d] = _occupy(block_start[best_d], block_end[best_d], num_blocks[best_d],
-                                         best_slot, best_start, best_finish)
-    return device, start, finish
-
-
-@numba.njit(cache=True)
-def _first_fit(bstart, bend, m, ready, length):  # pragma: no cover - compiled
-    """(k, t): the earliest start t >= ready of an idle interval of ``length`` before busy
-    block k (k = m: after the last block)."""
-    lo, hi = 0, m
-    while lo < hi:  # first block that ends after ready
-        mid = (lo + hi) // 2
-        if bend[mid] <= ready:
-            lo = mid + 1
-        else:
-            hi = mid
-    t = ready
-    for k in range(lo, m):
-        if bstart[k] >= t + length:
-            return k, t
-        if bend[k] > t:
-            t = bend[k]
-    return m, t
-
-
-@numba.njit(cache=True)
-def _occupy(bstart, bend, m, k, t0, t1):  # pragma: no cover - compiled
-    """Add busy [t0, t1) before block k (it fits there); merge with touching neighbours.
-    Returns the new number of blocks."""
-    joins_prev = k > 0 and bend[k - 1] == t0
-    joins_next = k < m and bstart[k] == t1
-    if joins_prev and joins_next:
-        bend[k - 1] = bend[k]
-        bstart[k:m - 1] = bstart[k + 1:m]
-        bend[k:m - 1] = bend[k + 1:m]
-        return m - 1
-    if joins_prev:
-        bend[k - 1] = t1
-        return m
-    if joins_next:
-        bstart[k] = t0
-        return m
-    bstart[k + 1:m + 1] = bstart[k:m].copy()
-    bend[k + 1:m + 1] = bend[k:m].copy()
-    bstart[k] = t0
-    bend[k] = t1
-    return m + 1
+            occupy(slots, best_d, best_start, best_finish - best_start)
+        pinned[unit_of[i]] = best_d

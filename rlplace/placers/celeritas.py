@@ -34,6 +34,8 @@ from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
+from rlplace.schedule import new_model
+from rlplace.schedule.ops import duration, first_idle_slot, occupy, record_transfer, start, vacate
 
 
 # ------------------------------------------------------------------------------------ orders
@@ -197,17 +199,13 @@ class _CeleritasPlacer:
         groups = len(g.colocation_groups)
         coloc_persistent = np.zeros(groups, dtype=np.int64)
         np.add.at(coloc_persistent, coloc[coloc >= 0], g.persistent_bytes[coloc >= 0])
-        recv_bytes = np.where(g.tensor_port >= 0, g.tensor_bytes, 0).astype(np.int64)
         run_bytes = np.asarray(transient, dtype=np.int64) + g.output_total - g.unread_output_bytes
         coloc_reserve = np.zeros(groups, dtype=np.int64)
         np.add.at(coloc_reserve, coloc[coloc >= 0], run_bytes[coloc >= 0])
-        return _place(order, self.adjust, g.compute_time, cluster.speeds, cap,
-                      g.in_ptr, g.in_edges, g.edge_src, g.edge_tensor, g.out_ptr, edge_comm_time(g, comm),
-                      g.op_tensor_ptr, g.tensor_ptr, g.tensor_src,
-                      np.asarray(comm.transfer_time(g.tensor_bytes), dtype=np.float64).reshape(-1),
-                      g.tensor_output_bytes, recv_bytes, g.persistent_bytes,
-                      np.asarray(transient, dtype=np.int64), coloc, coloc_persistent, coloc_reserve,
-                      comm.mode == "sequential")
+        m = new_model(g, cluster, insertion=True)
+        _place(m, order, self.adjust, cap, edge_comm_time(g, comm), np.asarray(transient, dtype=np.int64),
+               coloc, coloc_persistent, coloc_reserve)
+        return m.ops.device.copy(), m.ops.end.copy()
 
 
 def colocation_ids(graph: OpGraph) -> np.ndarray:
@@ -362,109 +360,64 @@ def _optimal_bp(order, pos_of, out_ptr, edge_dst, cost, memory, R, M):  # pragma
     return starts, S[n]
 
 
-# Busy intervals of a resource r (a device's compute, send channel or receive channel), sorted by
-# start: lo[r, :count[r]], hi[r, :count[r]]. Ops and transfers are inserted into idle slots.
 @numba.njit(cache=True)
-def _slot(lo, hi, count, r, ready, length):  # pragma: no cover - compiled
-    """Earliest start >= ``ready`` of an idle slot of ``length`` on resource ``r``."""
-    k = np.searchsorted(hi[r, :count[r]], ready, side="right")
-    s = ready
-    while k < count[r]:
-        if s + length <= lo[r, k]:
-            return s
-        s = max(s, hi[r, k])
-        k += 1
-    return s
-
-
-@numba.njit(cache=True)
-def _insert(lo, hi, count, r, start, length):  # pragma: no cover - compiled
-    """Book [start, start + length) on resource ``r`` (an idle slot found by ``_slot``)."""
-    c = count[r]
-    k = np.searchsorted(lo[r, :c], start, side="right")
-    lo[r, k + 1:c + 1] = lo[r, k:c].copy()
-    hi[r, k + 1:c + 1] = hi[r, k:c].copy()
-    lo[r, k] = start
-    hi[r, k] = start + length
-    count[r] = c + 1
-    return k
-
-
-@numba.njit(cache=True)
-def _remove(lo, hi, count, r, k):  # pragma: no cover - compiled
-    c = count[r]
-    lo[r, k:c - 1] = lo[r, k + 1:c].copy()
-    hi[r, k:c - 1] = hi[r, k + 1:c].copy()
-    count[r] = c - 1
-
-
-@numba.njit(cache=True)
-def _ready_time(v, d, dev, fin, arrival, in_ptr, in_edges, edge_src, edge_tensor, xfer_time,
-                lo, hi, count, sequential, commit):  # pragma: no cover - compiled
+def _inputs_ready(graph, ops, transfers, slots, sequential, v, d, commit):  # pragma: no cover - compiled
     """pre_t of Eq. 7: when every input of ``v`` is on device ``d``. A tensor already sent to
     ``d`` is not sent again. With ``sequential`` a transfer is a task (Celeritas §6.1) that needs
     an idle slot on the sender's send channel and on ``d``'s receive channel at once. With
     ``commit`` the transfers are booked, else their bookings are undone."""
-    ndev = len(lo) // 3
+    ndev = len(slots.count) // 3
     ready = 0.0
-    booked = np.empty((2 * (in_ptr[v + 1] - in_ptr[v]), 2), dtype=np.int64)  # (resource, index)
+    booked = np.empty((2 * (graph.in_ptr[v + 1] - graph.in_ptr[v]), 2), dtype=np.int64)  # (resource, position)
     nbooked = 0
-    for k in range(in_ptr[v], in_ptr[v + 1]):
-        e = in_edges[k]
-        p = edge_src[e]
-        if dev[p] == d:
-            t = fin[p]
+    for k in range(graph.in_ptr[v], graph.in_ptr[v + 1]):
+        e = graph.in_edges[k]
+        p = graph.edge_src[e]
+        tensor = graph.edge_tensor[e]
+        x = transfers.of[tensor * ndev + d]
+        if ops.device[p] == d:
+            t = ops.end[p]
+        elif x >= 0:
+            t = transfers.end[x]
         else:
-            x = edge_tensor[e] * ndev + d
-            t = arrival[x]
-            if t == np.inf:
-                length = xfer_time[edge_tensor[e]]
-                start = fin[p]
-                if sequential:
-                    send, recv = ndev + dev[p], 2 * ndev + d
-                    while True:
-                        s1 = _slot(lo, hi, count, send, start, length)
-                        start = _slot(lo, hi, count, recv, s1, length)
-                        if start == s1:
-                            break
-                    booked[nbooked, 0] = send
-                    booked[nbooked, 1] = _insert(lo, hi, count, send, start, length)
-                    booked[nbooked + 1, 0] = recv
-                    booked[nbooked + 1, 1] = _insert(lo, hi, count, recv, start, length)
-                    nbooked += 2
-                t = start + length
-                if commit:
-                    arrival[x] = t
+            length = graph.xfer_time[tensor]
+            begin = ops.end[p]
+            if sequential:
+                send, recv = ndev + ops.device[p], 2 * ndev + d
+                while True:
+                    s1 = first_idle_slot(slots, send, begin, length)
+                    begin = first_idle_slot(slots, recv, s1, length)
+                    if begin == s1:
+                        break
+                booked[nbooked, 0] = send
+                booked[nbooked, 1] = occupy(slots, send, begin, length)
+                booked[nbooked + 1, 0] = recv
+                booked[nbooked + 1, 1] = occupy(slots, recv, begin, length)
+                nbooked += 2
+            t = begin + length
+            if commit:
+                record_transfer(transfers, tensor, d, begin, t, ndev)
         ready = max(ready, t)
     if not commit:
-        for b in range(nbooked - 1, -1, -1):  # newest first, so each recorded index still holds
-            _remove(lo, hi, count, booked[b, 0], booked[b, 1])
+        for b in range(nbooked - 1, -1, -1):  # newest first, so each recorded position still holds
+            vacate(slots, booked[b, 0], booked[b, 1])
     return ready
 
 
 @numba.njit(cache=True)
-def _place(order, adjust, w, speeds, cap, in_ptr, in_edges, edge_src, edge_tensor, out_ptr, edge_cost,
-           op_tensor_ptr, tensor_ptr, tensor_src, xfer_time, tensor_out_bytes, recv_bytes, persistent,
-           transient, coloc, coloc_persistent, coloc_reserve, sequential):  # pragma: no cover - compiled
-    """Algorithm 2 (``adjust``) or Order-Place over the nodes in ``order``; see the module
-    docstring for the memory estimate. ``coloc_reserve``: per colocation group, its members'
-    run-time bytes (transient and outputs), reserved from the placement of its first member until
-    each member is placed, so that the device chosen for the group can hold all of it."""
-    n = len(order)
-    ndev = len(speeds)
-    nt = len(tensor_src)
-    dev = np.full(n, -1, dtype=np.int64)
-    fin = np.zeros(n)
-    arrival = np.full(nt * ndev, np.inf)  # (tensor, device) -> when its copy arrives there
-    readers_left = np.empty(nt, dtype=np.int64)
-    for t in range(nt):
-        readers_left[t] = tensor_ptr[t + 1] - tensor_ptr[t]
+def _place(m, order, adjust, cap, edge_cost, transient, coloc, coloc_persistent,
+           coloc_reserve):  # pragma: no cover - compiled
+    """Algorithm 2 (``adjust``) or Order-Place over the nodes in ``order``, on the execution
+    model ``m`` (ops in idle slots of their device, transfers in idle slots of the channels);
+    see the module docstring for the memory estimate. ``coloc_reserve``: per colocation group,
+    its members' run-time bytes (transient and outputs), reserved from the placement of its first
+    member until each member is placed, so that the device chosen for the group can hold it."""
+    graph, ops, devices, transfers, slots = m.graph, m.ops, m.devices, m.transfers, m.slots
+    sequential = m.channels.sequential
+    ndev = len(devices.avail)
+    readers_left = m.releases.readers_left
     coloc_dev = np.full(len(coloc_persistent), -1, dtype=np.int64)
     live = np.zeros(ndev, dtype=np.int64)
-    size = max(n, len(edge_src)) + 1
-    lo = np.empty((3 * ndev, size))
-    hi = np.empty((3 * ndev, size))
-    count = np.zeros(3 * ndev, dtype=np.int64)
     need = np.zeros(ndev, dtype=np.int64)
     est = np.empty(ndev)
     prev_dev = -1
@@ -474,11 +427,11 @@ def _place(order, adjust, w, speeds, cap, in_ptr, in_edges, edge_src, edge_tenso
         c = coloc[v]
         pinned = coloc_dev[c] if c >= 0 else -1
         own = transient[v]
-        for tt in range(op_tensor_ptr[v], op_tensor_ptr[v + 1]):
-            own += tensor_out_bytes[tt]
+        for tt in range(graph.op_tensor_ptr[v], graph.op_tensor_ptr[v + 1]):
+            own += graph.held_bytes[tt]
         reserve = 0  # change of the colocation reservation
         if c < 0:
-            own += persistent[v]
+            own += graph.persistent[v]
         elif pinned < 0:
             reserve = coloc_reserve[c] - own
             own += coloc_persistent[c]
@@ -486,10 +439,10 @@ def _place(order, adjust, w, speeds, cap, in_ptr, in_edges, edge_src, edge_tenso
             reserve = -own
         for d in range(ndev):
             need[d] = own
-            for k in range(in_ptr[v], in_ptr[v + 1]):
-                e = in_edges[k]
-                if dev[edge_src[e]] != d and arrival[edge_tensor[e] * ndev + d] == np.inf:
-                    need[d] += recv_bytes[edge_tensor[e]]
+            for k in range(graph.in_ptr[v], graph.in_ptr[v + 1]):
+                e = graph.in_edges[k]
+                if ops.device[graph.edge_src[e]] != d and transfers.of[graph.edge_tensor[e] * ndev + d] < 0:
+                    need[d] += graph.recv_bytes[graph.edge_tensor[e]]
 
         choice = -1
         if pinned >= 0:
@@ -498,16 +451,15 @@ def _place(order, adjust, w, speeds, cap, in_ptr, in_edges, edge_src, edge_tenso
             for d in range(ndev):
                 est[d] = np.inf
                 if live[d] + need[d] + reserve <= cap[d]:
-                    ready = _ready_time(v, d, dev, fin, arrival, in_ptr, in_edges, edge_src, edge_tensor,
-                                        xfer_time, lo, hi, count, sequential, False)
-                    est[d] = _slot(lo, hi, count, d, ready, w[v] / speeds[d])
+                    ready = _inputs_ready(graph, ops, transfers, slots, sequential, v, d, False)
+                    est[d] = first_idle_slot(slots, d, ready, duration(graph, devices, v, d))
             best = 0
             for d in range(1, ndev):
                 if est[d] < est[best]:
                     best = d
             dk = prev_dev if prev_dev >= 0 else best
             back_cost = 0.0
-            for e in range(out_ptr[v], out_ptr[v + 1]):
+            for e in range(graph.out_ptr[v], graph.out_ptr[v + 1]):
                 back_cost = max(back_cost, edge_cost[e])
             if est[dk] - est[best] > back_cost:  # Eq. 9 (inf - inf is nan: not taken)
                 choice = best
@@ -527,21 +479,18 @@ def _place(order, adjust, w, speeds, cap, in_ptr, in_edges, edge_src, edge_tenso
                     choice = d
 
         d = choice
-        ready = _ready_time(v, d, dev, fin, arrival, in_ptr, in_edges, edge_src, edge_tensor,
-                            xfer_time, lo, hi, count, sequential, True)
-        length = w[v] / speeds[d]
-        start = _slot(lo, hi, count, d, ready, length)
-        _insert(lo, hi, count, d, start, length)
-        fin[v] = start + length
-        dev[v] = d
+        ready = _inputs_ready(graph, ops, transfers, slots, sequential, v, d, True)
+        length = duration(graph, devices, v, d)
+        begin = first_idle_slot(slots, d, ready, length)
+        occupy(slots, d, begin, length)
+        start(ops, devices, v, d, begin, length)
         prev_dev = d
         if c >= 0 and pinned < 0:
             coloc_dev[c] = d
 
         live[d] += need[d] - transient[v] + reserve
-        for k in range(in_ptr[v], in_ptr[v + 1]):
-            tt = edge_tensor[in_edges[k]]
+        for k in range(graph.in_ptr[v], graph.in_ptr[v + 1]):
+            tt = graph.edge_tensor[graph.in_edges[k]]
             readers_left[tt] -= 1
             if readers_left[tt] == 0:
-                live[dev[tensor_src[tt]]] -= tensor_out_bytes[tt]
-    return dev, fin
+                live[ops.device[graph.tensor_src[tt]]] -= graph.held_bytes[tt]

@@ -61,17 +61,22 @@ def book_transfer(transfers, channels, tensor, src, dst, ready, length):  # prag
     """Send ``tensor`` from device ``src`` to ``dst`` as soon as the channels allow after
     ``ready``; returns the transfer's index."""
     begin = channel_start(channels, src, dst, ready)
-    end = begin + length
     if channels.sequential:
-        channels.send_free[src] = end
-        channels.recv_free[dst] = end
+        channels.send_free[src] = begin + length
+        channels.recv_free[dst] = begin + length
+    return record_transfer(transfers, tensor, dst, begin, begin + length, len(channels.send_free))
+
+
+@numba.njit(cache=True, inline="always")
+def record_transfer(transfers, tensor, dst, begin, end, ndev):  # pragma: no cover - compiled
+    """``tensor`` is sent to device ``dst`` over [begin, end); returns the transfer's index."""
     x = transfers.count[0]
     transfers.count[0] = x + 1
     transfers.tensor[x] = tensor
     transfers.device[x] = dst
     transfers.start[x] = begin
     transfers.end[x] = end
-    transfers.of[tensor * len(channels.send_free) + dst] = x
+    transfers.of[tensor * ndev + dst] = x
     return x
 
 
