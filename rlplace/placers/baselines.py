@@ -209,7 +209,8 @@ class HeftPlacer:
     so the simulator's step time of the placement may differ."""
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        return Placement(self.schedule(graph, cluster).device)
+        self.own_schedule = self.schedule(graph, cluster).schedule
+        return Placement(self.own_schedule.op_device)
 
     def schedule(self, graph: OpGraph, cluster: Cluster) -> HeftSchedule:
         n = cluster.num_devices

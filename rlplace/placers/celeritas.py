@@ -34,7 +34,7 @@ from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
-from rlplace.schedule import new_model
+from rlplace.schedule import Schedule, new_model, schedule_of
 from rlplace.schedule.ops import duration, first_idle_slot, occupy, record_transfer, start, vacate
 
 
@@ -205,7 +205,8 @@ class _CeleritasPlacer:
         m = new_model(g, cluster, insertion=True)
         _place(m, order, self.adjust, cap, edge_comm_time(g, comm), np.asarray(transient, dtype=np.int64),
                coloc, coloc_persistent, coloc_reserve)
-        return m.ops.device.copy(), m.ops.end.copy()
+        self.own_schedule: Schedule = schedule_of(m, g)  # of ``g``: the fused graph unless fusion=False
+        return self.own_schedule.op_device, self.own_schedule.op_end
 
 
 def colocation_ids(graph: OpGraph) -> np.ndarray:
