@@ -29,6 +29,8 @@ is the event loop. ``simulate_many`` runs many placements of one graph in one ca
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +41,7 @@ from rlplace.cluster import Cluster
 from rlplace.errors import PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
-from rlplace.schedule import Schedule, new_model, schedule_of
+from rlplace.schedule import Model, Schedule, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import alloc, book_transfer, duration, end_instant, free, start
 
@@ -90,16 +92,18 @@ def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False) -
     of device indices, one per op) on ``cluster``. With ``trace=True`` the result carries the
     Schedule. Colocation is not checked here (``Placement.validate`` does that)."""
     dev = _device_array(graph, cluster, placement)
-    m = new_model(graph, cluster)
-    _run(m, dev)
-    nx = int(m.transfers.count[0])
-    step_time = max(m.ops.end.max(initial=0.0), m.transfers.end[:nx].max(initial=0.0))
-    peak = m.memory.peak
+    with _LOCK:
+        m = _model(graph, cluster)
+        _run(m, dev)
+        nx = int(m.sent.count[0])
+        step_time = max(m.ops.end.max(initial=0.0), m.transfers.end[:nx].max(initial=0.0))
+        peak, busy = m.memory.peak.copy(), m.devices.busy.copy()
+        transfer_bytes = int(graph.tensor_bytes[m.transfers.tensor[:nx]].sum())
+        schedule = schedule_of(m, graph) if trace else None
     oom_devices = tuple(int(d) for d in np.flatnonzero(peak > cluster.memory))
     return StepResult(step_time=float(step_time), oom=bool(oom_devices), oom_devices=oom_devices,
-                      peak_memory=peak, busy_time=m.devices.busy, num_transfers=nx,
-                      transfer_bytes=int(graph.tensor_bytes[m.transfers.tensor[:nx]].sum()),
-                      schedule=schedule_of(m, graph) if trace else None)
+                      peak_memory=peak, busy_time=busy, num_transfers=nx, transfer_bytes=transfer_bytes,
+                      schedule=schedule)
 
 
 def simulate_many(graph: OpGraph, cluster: Cluster, placements) -> BatchResult:
@@ -110,10 +114,20 @@ def simulate_many(graph: OpGraph, cluster: Cluster, placements) -> BatchResult:
         raise PlacementError(f"placements must be a 2-d array (placements × ops), got shape {rows.shape}")
     rows = np.stack([_device_array(graph, cluster, row) for row in rows]) if len(rows) else \
         np.zeros((0, graph.num_ops), dtype=np.int64)
-    m = new_model(graph, cluster)
-    step_time, peak = _run_many(m, rows)
+    with _LOCK:
+        step_time, peak = _run_many(_model(graph, cluster), rows)
     return BatchResult(step_time=step_time, oom=np.any(peak > cluster.memory[None, :], axis=1),
                        peak_memory=peak)
+
+
+_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _model(graph: OpGraph, cluster: Cluster) -> Model:
+    """The simulator's model of ``graph`` on ``cluster``, kept for the next call (``_run`` resets
+    it); callers hold ``_LOCK`` while they use it."""
+    return new_model(graph, cluster)
 
 
 def _device_array(graph: OpGraph, cluster: Cluster, placement) -> np.ndarray:
@@ -140,14 +154,8 @@ def _run_many(m, rows):  # pragma: no cover - compiled
     step_time = np.zeros(k)
     peak = np.zeros((k, ndev), dtype=np.int64)
     for r in range(k):
-        m.devices.avail[:] = 0.0
-        m.devices.busy[:] = 0.0
-        m.channels.send_free[:] = 0.0
-        m.channels.recv_free[:] = 0.0
-        m.transfers.of[:] = -1
-        m.transfers.count[0] = 0
         _run(m, rows[r])
-        nx = m.transfers.count[0]
+        nx = m.sent.count[0]
         step_time[r] = max(m.ops.end.max() if len(m.ops.end) > 0 else 0.0,
                            m.transfers.end[:nx].max() if nx > 0 else 0.0)
         peak[r] = m.memory.peak
@@ -156,13 +164,20 @@ def _run_many(m, rows):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def _run(m, dev):  # pragma: no cover - compiled
-    """Run the step placed by ``dev`` on the empty model ``m``."""
-    g, ops, devices, channels, transfers, memory = m.graph, m.ops, m.devices, m.channels, m.transfers, m.memory
+    """Run the step placed by ``dev`` on model ``m`` (whatever it held before is reset)."""
+    g, ops, devices, channels, transfers, sent, memory = (m.graph, m.ops, m.devices, m.channels, m.transfers,
+                                                          m.sent, m.memory)
     n = len(dev)
     ndev = len(devices.avail)
     ntensor = len(g.tensor_src)
     kind_base = max(n, len(g.edge_src)) + 1  # event int key = kind * kind_base + id
     ops.device[:] = dev
+    devices.avail[:] = 0.0
+    devices.busy[:] = 0.0
+    channels.send_free[:] = 0.0
+    channels.recv_free[:] = 0.0
+    sent.of[:] = -1
+    sent.count[0] = 0
 
     pending = np.empty(n, dtype=np.int64)  # inputs not yet present on the op's device
     for i in range(n):
@@ -201,7 +216,7 @@ def _run(m, dev):  # pragma: no cover - compiled
                 _, i, rsize[d] = pop(rf, ri, rbase[d], rsize[d])
                 running[d] = True
                 alloc(memory, d, g.alloc_at_start[i])
-                end = start(ops, devices, i, d, t, duration(g, devices, i, d))
+                end = start(ops, devices, i, d, t, duration(g.compute, devices.speed, i, d))
                 esize = push(ef, ei, 0, esize, end, _OP_END * kind_base + i)
         if esize == 0:
             break
@@ -226,7 +241,7 @@ def _run(m, dev):  # pragma: no cover - compiled
                         if hold[tensor] == 0:
                             free(memory, d, g.held_bytes[tensor], ops.start[g.edge_src[e]], t)
                     else:
-                        x = transfers.of[tensor * ndev + d]
+                        x = sent.of[tensor * ndev + d]
                         x_ref[x] -= 1
                         if x_ref[x] == 0:
                             free(memory, d, g.recv_bytes[tensor], transfers.start[x], t)
@@ -241,9 +256,9 @@ def _run(m, dev):  # pragma: no cover - compiled
                             if pending[c] == 0:
                                 rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
                         else:
-                            x = transfers.of[tensor * ndev + dc]
+                            x = sent.of[tensor * ndev + dc]
                             if x < 0:
-                                x = book_transfer(transfers, channels, tensor, d, dc, t, g.xfer_time[tensor])
+                                x = book_transfer(transfers, sent, channels, tensor, d, dc, t, g.xfer_time[tensor])
                                 holders += 1
                                 if transfers.start[x] > t:
                                     esize = push(ef, ei, 0, esize, transfers.start[x], _XFER_START * kind_base + x)

@@ -245,11 +245,11 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
 
 # ------------------------------------------------------------------------------ the policy loop
 @numba.njit(cache=True)
-def _earliest(graph, ops, transfers, channels, op, d, not_before, scratch):  # pragma: no cover - compiled
+def _earliest(graph, ops, transfers, sent, channels, op, d, not_before, scratch):  # pragma: no cover - compiled
     """Eq. 1 on device ``d`` without the device's own availability: when ``op``'s inputs can be
     there (§3.4: after the queued transfers), and not before ``d`` next releases memory where it
     lacked the memory."""
-    return max(arrival(graph, ops, transfers, channels, op, d, scratch), not_before[op * len(scratch) + d])
+    return max(arrival(graph, ops, transfers, sent, channels, op, d, scratch), not_before[op * len(scratch) + d])
 
 
 @numba.njit(cache=True)
@@ -260,7 +260,7 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
     (m-SCT, §2.4). Per device a heap of ready ops keyed by a lower bound of their arrival there
     (raised lazily); with ``sct`` also a heap of ready ops keyed by when their inputs could be on
     every device (urgent ops)."""
-    graph, ops, devices, channels, transfers = m.graph, m.ops, m.devices, m.channels, m.transfers
+    graph, ops, devices, channels, transfers, sent = m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent
     memory, releases = m.memory, m.releases
     n = len(graph.compute)
     ndev = len(devices.avail)
@@ -297,7 +297,7 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
             pinned = g >= 0 and group_dev[g] >= 0
             lo, hi_d = (group_dev[g], group_dev[g] + 1) if pinned else (0, ndev)
             for d in range(lo, hi_d):
-                hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(graph, ops, transfers, channels, c, d, not_before, scratch), c)
+                hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(graph, ops, transfers, sent, channels, c, d, not_before, scratch), c)
             if sct and not pinned:
                 urgent = 0.0
                 for k in range(graph.in_ptr[c], graph.in_ptr[c + 1]):
@@ -312,13 +312,13 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
             if sct and c >= 0 and ops.device[c] < 0 and npred[c] == 0 and (
                     group_of[c] < 0 or group_dev[group_of[c]] < 0 or group_dev[group_of[c]] == d) and not (
                     dropped[c * ndev + d] and (group_of[c] < 0 or group_dev[group_of[c]] != d)):
-                s_c = max(devices.avail[d], _earliest(graph, ops, transfers, channels, c, d, not_before, scratch))
+                s_c = max(devices.avail[d], _earliest(graph, ops, transfers, sent, channels, c, d, not_before, scratch))
                 earliest = True  # the favorite child must start here no later than anywhere else
                 g = group_of[c]
                 if g < 0 or group_dev[g] < 0:
                     for d2 in range(ndev):
                         if d2 != d and not dropped[c * ndev + d2] and max(
-                                devices.avail[d2], _earliest(graph, ops, transfers, channels, c, d2, not_before, scratch)) < s_c:
+                                devices.avail[d2], _earliest(graph, ops, transfers, sent, channels, c, d2, not_before, scratch)) < s_c:
                             earliest = False
                             break
                 if earliest:  # the device waits for it unless an urgent op can start first
@@ -328,7 +328,7 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
                     op, s = c, s_c
                     if usize > 0 and ui[0] != c and not dropped[ui[0] * ndev + d] and max(devices.avail[d], uf[0]) <= s_c:
                         op = ui[0]
-                        s = max(devices.avail[d], uf[0], _earliest(graph, ops, transfers, channels, op, d, not_before, scratch))
+                        s = max(devices.avail[d], uf[0], _earliest(graph, ops, transfers, sent, channels, op, d, not_before, scratch))
             if op < 0:  # ETF: the ready op that can start first here
                 base = d * hcap
                 while hsize[d] > 0:
@@ -338,7 +338,7 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
                             dropped[c * ndev + d] and (g < 0 or group_dev[g] != d)):
                         _, _, hsize[d] = pop(hf, hi, base, hsize[d])
                         continue
-                    key = _earliest(graph, ops, transfers, channels, c, d, not_before, scratch)
+                    key = _earliest(graph, ops, transfers, sent, channels, c, d, not_before, scratch)
                     if key > hf[base]:
                         _, _, hsize[d] = pop(hf, hi, base, hsize[d])
                         hsize[d] = push(hf, hi, base, hsize[d], key, c)
@@ -359,7 +359,7 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
             need = pers + graph.alloc_at_start[op] + (group_extra[g] if g >= 0 else 0)
             for k in range(graph.in_ptr[op], graph.in_ptr[op + 1]):
                 e = graph.in_edges[k]
-                if ops.device[graph.edge_src[e]] != d and transfers.of[graph.edge_tensor[e] * ndev + d] < 0:
+                if ops.device[graph.edge_src[e]] != d and sent.of[graph.edge_tensor[e] * ndev + d] < 0:
                     need += graph.recv_bytes[graph.edge_tensor[e]]
             if memory.live[d] + reserved[d] + need > cap[d] or memory.peak[d] + pers > cap[d]:
                 if awaiting[d] == op:
@@ -377,10 +377,10 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
                     if extra < over:
                         over = extra
                         d = d2
-                best_s = max(now, devices.avail[d], _earliest(graph, ops, transfers, channels, op, d, not_before, scratch))
+                best_s = max(now, devices.avail[d], _earliest(graph, ops, transfers, sent, channels, op, d, not_before, scratch))
 
-        received = book_inputs(graph, ops, transfers, channels, op, d)
-        start(ops, devices, op, d, best_s, duration(graph, devices, op, d))
+        received = book_inputs(graph, ops, transfers, sent, channels, op, d)
+        start(ops, devices, op, d, best_s, duration(graph.compute, devices.speed, op, d))
         placed += 1
         if g >= 0:
             if group_dev[g] < 0:  # §3.1: the whole group goes where its first op went
@@ -390,13 +390,13 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
                 for k in range(group_ptr[g], group_ptr[g + 1]):
                     c = group_members[k]
                     if ops.device[c] < 0 and npred[c] == 0:
-                        hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(graph, ops, transfers, channels, c, d, not_before, scratch), c)
+                        hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(graph, ops, transfers, sent, channels, c, d, not_before, scratch), c)
             group_left[g] -= 1
             if group_left[g] == 0:
                 reserved[d] -= group_extra[g]
         else:
             hold_persistent(memory, d, graph.persistent[op])
-        hold_op_memory(graph, ops, transfers, memory, releases, op, received)
+        hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received)
         for e in range(graph.out_ptr[op], graph.out_ptr[op + 1]):
             c = graph.edge_dst[e]
             npred[c] -= 1

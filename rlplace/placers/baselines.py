@@ -244,7 +244,8 @@ def _upward_rank(mean_duration, out_ptr, edge_dst, mean_comm):  # pragma: no cov
 def _heft(m, order, unit_of, num_units):  # pragma: no cover - compiled
     """Place ops in ``order``, each on the device of earliest finish, in the first idle slot
     after its inputs arrive (Eq. 3-4)."""
-    graph, ops, devices, channels, transfers, slots = m.graph, m.ops, m.devices, m.channels, m.transfers, m.slots
+    graph, ops, devices, channels, transfers, sent, slots = (m.graph, m.ops, m.devices, m.channels, m.transfers,
+                                                           m.sent, m.slots)
     ndev = len(devices.avail)
     pinned = np.full(num_units, -1, dtype=np.int64)
     scratch = np.zeros(ndev)
@@ -255,11 +256,11 @@ def _heft(m, order, unit_of, num_units):  # pragma: no cover - compiled
             hi = lo + 1
         best_d, best_start, best_finish = -1, 0.0, np.inf
         for d in range(lo, hi):
-            length = duration(graph, devices, i, d)
-            t0 = first_idle_slot(slots, d, arrival(graph, ops, transfers, channels, i, d, scratch), length)
+            length = duration(graph.compute, devices.speed, i, d)
+            t0 = first_idle_slot(slots, d, arrival(graph, ops, transfers, sent, channels, i, d, scratch), length)
             if t0 + length < best_finish:
                 best_d, best_start, best_finish = d, t0, t0 + length
-        book_inputs(graph, ops, transfers, channels, i, best_d)
+        book_inputs(graph, ops, transfers, sent, channels, i, best_d)
         start(ops, devices, i, best_d, best_start, best_finish - best_start)
         if best_finish > best_start:
             occupy(slots, best_d, best_start, best_finish - best_start)

@@ -362,7 +362,7 @@ def _optimal_bp(order, pos_of, out_ptr, edge_dst, cost, memory, R, M):  # pragma
 
 
 @numba.njit(cache=True)
-def _inputs_ready(graph, ops, transfers, slots, sequential, v, d, commit):  # pragma: no cover - compiled
+def _inputs_ready(graph, ops, transfers, sent, slots, sequential, v, d, commit):  # pragma: no cover - compiled
     """pre_t of Eq. 7: when every input of ``v`` is on device ``d``. A tensor already sent to
     ``d`` is not sent again. With ``sequential`` a transfer is a task (Celeritas §6.1) that needs
     an idle slot on the sender's send channel and on ``d``'s receive channel at once. With
@@ -375,7 +375,7 @@ def _inputs_ready(graph, ops, transfers, slots, sequential, v, d, commit):  # pr
         e = graph.in_edges[k]
         p = graph.edge_src[e]
         tensor = graph.edge_tensor[e]
-        x = transfers.of[tensor * ndev + d]
+        x = sent.of[tensor * ndev + d]
         if ops.device[p] == d:
             t = ops.end[p]
         elif x >= 0:
@@ -397,7 +397,7 @@ def _inputs_ready(graph, ops, transfers, slots, sequential, v, d, commit):  # pr
                 nbooked += 2
             t = begin + length
             if commit:
-                record_transfer(transfers, tensor, d, begin, t, ndev)
+                record_transfer(transfers, sent, tensor, d, begin, t, ndev)
         ready = max(ready, t)
     if not commit:
         for b in range(nbooked - 1, -1, -1):  # newest first, so each recorded position still holds
@@ -413,7 +413,7 @@ def _place(m, order, adjust, cap, edge_cost, transient, coloc, coloc_persistent,
     see the module docstring for the memory estimate. ``coloc_reserve``: per colocation group,
     its members' run-time bytes (transient and outputs), reserved from the placement of its first
     member until each member is placed, so that the device chosen for the group can hold it."""
-    graph, ops, devices, transfers, slots = m.graph, m.ops, m.devices, m.transfers, m.slots
+    graph, ops, devices, transfers, sent, slots = m.graph, m.ops, m.devices, m.transfers, m.sent, m.slots
     sequential = m.channels.sequential
     ndev = len(devices.avail)
     readers_left = m.releases.readers_left
@@ -442,7 +442,7 @@ def _place(m, order, adjust, cap, edge_cost, transient, coloc, coloc_persistent,
             need[d] = own
             for k in range(graph.in_ptr[v], graph.in_ptr[v + 1]):
                 e = graph.in_edges[k]
-                if ops.device[graph.edge_src[e]] != d and transfers.of[graph.edge_tensor[e] * ndev + d] < 0:
+                if ops.device[graph.edge_src[e]] != d and sent.of[graph.edge_tensor[e] * ndev + d] < 0:
                     need[d] += graph.recv_bytes[graph.edge_tensor[e]]
 
         choice = -1
@@ -452,8 +452,8 @@ def _place(m, order, adjust, cap, edge_cost, transient, coloc, coloc_persistent,
             for d in range(ndev):
                 est[d] = np.inf
                 if live[d] + need[d] + reserve <= cap[d]:
-                    ready = _inputs_ready(graph, ops, transfers, slots, sequential, v, d, False)
-                    est[d] = first_idle_slot(slots, d, ready, duration(graph, devices, v, d))
+                    ready = _inputs_ready(graph, ops, transfers, sent, slots, sequential, v, d, False)
+                    est[d] = first_idle_slot(slots, d, ready, duration(graph.compute, devices.speed, v, d))
             best = 0
             for d in range(1, ndev):
                 if est[d] < est[best]:
@@ -480,8 +480,8 @@ def _place(m, order, adjust, cap, edge_cost, transient, coloc, coloc_persistent,
                     choice = d
 
         d = choice
-        ready = _inputs_ready(graph, ops, transfers, slots, sequential, v, d, True)
-        length = duration(graph, devices, v, d)
+        ready = _inputs_ready(graph, ops, transfers, sent, slots, sequential, v, d, True)
+        length = duration(graph.compute, devices.speed, v, d)
         begin = first_idle_slot(slots, d, ready, length)
         occupy(slots, d, begin, length)
         start(ops, devices, v, d, begin, length)

@@ -1,16 +1,17 @@
 """The execution model's state: a few small structs of arrays per graph and cluster.
 
 ``Model`` groups the state into parts; each operation of ``rlplace.schedule.ops`` takes only
-the parts it touches (passing a part to a compiled function costs in proportion to the arrays
-it holds, so the parts stay small):
+the parts it touches (numba copies a part passed to a compiled function, at a cost that grows
+with its arrays past four, so the parts on the simulator's hot path hold at most four):
 
 * ``graph`` (read only): CSR adjacency, per-op compute and bytes, per-tensor bytes and transfer
   time (n ops, T tensors, E edges);
 * ``ops``: the schedule of the ops: ``device`` (-1: not placed), ``start``, ``end``;
 * ``devices``: ``speed``, ``avail`` (when each device is next free), ``busy`` (compute time);
 * ``channels``: ``send_free``/``recv_free`` per device, used with sequential communication;
-* ``transfers``: ``of[tensor * D + device]`` (-1: not sent there) and per transfer its
-  ``tensor``, destination ``device``, ``start``, ``end``; ``count[0]`` of them;
+* ``transfers``: per transfer its ``tensor``, destination ``device``, ``start``, ``end``;
+* ``sent``: ``of[tensor * D + device]``, the transfer that sent a tensor there (-1: none), and
+  the ``count[0]`` of transfers;
 * ``memory``: per device the bytes ``live`` now, the ``peak``, and ``instant``: bytes released
   at the current instant that were allocated at it (they still count there);
 * ``releases`` (placers): releases already known, a heap per device, the ``last_read`` of each
@@ -68,12 +69,15 @@ class Channels(NamedTuple):
 
 
 class Transfers(NamedTuple):
-    of: np.ndarray
     tensor: np.ndarray
     device: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    count: np.ndarray  # one element
+
+
+class Sent(NamedTuple):
+    of: np.ndarray     # tensor * D + device -> transfer, -1: not sent there
+    count: np.ndarray  # one element: transfers so far
 
 
 class Memory(NamedTuple):
@@ -104,6 +108,7 @@ class Model(NamedTuple):
     devices: Devices
     channels: Channels
     transfers: Transfers
+    sent: Sent
     memory: Memory
     releases: Releases
     slots: Slots
@@ -145,9 +150,9 @@ def new_model(graph: OpGraph, cluster: Cluster, placer: bool = False, insertion:
                         busy=np.zeros(ndev)),
         channels=Channels(send_free=np.zeros(ndev), recv_free=np.zeros(ndev),
                           sequential=cluster.comm.mode == "sequential"),
-        transfers=Transfers(of=np.full(ntensor * ndev, -1, dtype=np.int64), tensor=np.empty(m, dtype=np.int64),
-                            device=np.empty(m, dtype=np.int64), start=np.empty(m), end=np.empty(m),
-                            count=np.zeros(1, dtype=np.int64)),
+        transfers=Transfers(tensor=np.empty(m, dtype=np.int64), device=np.empty(m, dtype=np.int64),
+                            start=np.empty(m), end=np.empty(m)),
+        sent=Sent(of=np.full(ntensor * ndev, -1, dtype=np.int64), count=np.zeros(1, dtype=np.int64)),
         memory=Memory(live=np.zeros(ndev, dtype=np.int64), peak=np.zeros(ndev, dtype=np.int64),
                       instant=np.zeros(ndev, dtype=np.int64)),
         releases=Releases(time=np.empty(ndev * per_device), ident=np.empty(ndev * per_device, dtype=np.int64),

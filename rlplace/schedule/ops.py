@@ -31,8 +31,9 @@ from rlplace.schedule.heap import pop, push
 
 # ------------------------------------------------------------------------------------- time
 @numba.njit(cache=True, inline="always")
-def duration(graph, devices, op, d):  # pragma: no cover - compiled
-    return graph.compute[op] / devices.speed[d]
+def duration(compute, speed, op, d):  # pragma: no cover - compiled
+    """How long ``op`` runs on device ``d`` (``compute``: the graph's, ``speed``: the devices')."""
+    return compute[op] / speed[d]
 
 
 @numba.njit(cache=True, inline="always")
@@ -57,31 +58,31 @@ def channel_start(channels, src, dst, ready):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def book_transfer(transfers, channels, tensor, src, dst, ready, length):  # pragma: no cover - compiled
+def book_transfer(transfers, sent, channels, tensor, src, dst, ready, length):  # pragma: no cover - compiled
     """Send ``tensor`` from device ``src`` to ``dst`` as soon as the channels allow after
     ``ready``; returns the transfer's index."""
     begin = channel_start(channels, src, dst, ready)
     if channels.sequential:
         channels.send_free[src] = begin + length
         channels.recv_free[dst] = begin + length
-    return record_transfer(transfers, tensor, dst, begin, begin + length, len(channels.send_free))
+    return record_transfer(transfers, sent, tensor, dst, begin, begin + length, len(channels.send_free))
 
 
 @numba.njit(cache=True, inline="always")
-def record_transfer(transfers, tensor, dst, begin, end, ndev):  # pragma: no cover - compiled
+def record_transfer(transfers, sent, tensor, dst, begin, end, ndev):  # pragma: no cover - compiled
     """``tensor`` is sent to device ``dst`` over [begin, end); returns the transfer's index."""
-    x = transfers.count[0]
-    transfers.count[0] = x + 1
+    x = sent.count[0]
+    sent.count[0] = x + 1
     transfers.tensor[x] = tensor
     transfers.device[x] = dst
     transfers.start[x] = begin
     transfers.end[x] = end
-    transfers.of[tensor * ndev + dst] = x
+    sent.of[tensor * ndev + dst] = x
     return x
 
 
 @numba.njit(cache=True)
-def arrival(graph, ops, transfers, channels, op, d, scratch):  # pragma: no cover - compiled
+def arrival(graph, ops, transfers, sent, channels, op, d, scratch):  # pragma: no cover - compiled
     """When every input of ``op`` would be on device ``d`` if ``op`` went there now (Baechi
     Eq. 1's second term): a tensor made there or already sent there counts as it is; the others
     would be sent in input order, each queued behind the transfers before it on its channels
@@ -100,7 +101,7 @@ def arrival(graph, ops, transfers, channels, op, d, scratch):  # pragma: no cove
             a = ops.end[s]
         else:
             tensor = graph.edge_tensor[e]
-            x = transfers.of[tensor * ndev + d]
+            x = sent.of[tensor * ndev + d]
             if x >= 0:
                 a = transfers.end[x]
             elif channels.sequential:
@@ -115,7 +116,7 @@ def arrival(graph, ops, transfers, channels, op, d, scratch):  # pragma: no cove
 
 
 @numba.njit(cache=True)
-def book_inputs(graph, ops, transfers, channels, op, d):  # pragma: no cover - compiled
+def book_inputs(graph, ops, transfers, sent, channels, op, d):  # pragma: no cover - compiled
     """Book the transfers ``arrival`` assumed for ``op`` on ``d``; returns the bytes newly
     received on ``d``."""
     ndev = len(channels.send_free)
@@ -124,8 +125,8 @@ def book_inputs(graph, ops, transfers, channels, op, d):  # pragma: no cover - c
         e = graph.in_edges[k]
         s = graph.edge_src[e]
         tensor = graph.edge_tensor[e]
-        if ops.device[s] != d and transfers.of[tensor * ndev + d] < 0:
-            book_transfer(transfers, channels, tensor, ops.device[s], d, ops.end[s], graph.xfer_time[tensor])
+        if ops.device[s] != d and sent.of[tensor * ndev + d] < 0:
+            book_transfer(transfers, sent, channels, tensor, ops.device[s], d, ops.end[s], graph.xfer_time[tensor])
             received += graph.recv_bytes[tensor]
     return received
 
@@ -193,7 +194,7 @@ def hold_persistent(memory, d, nbytes):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def hold_op_memory(graph, ops, transfers, memory, releases, op, received):  # pragma: no cover - compiled
+def hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received):  # pragma: no cover - compiled
     """``op`` was just started (with ``received`` bytes of inputs newly sent to its device):
     allocate its memory and book every release this makes known: its temporaries and unread
     outputs at its end; for an input tensor whose last reader this was, its producer's copy
@@ -215,7 +216,7 @@ def hold_op_memory(graph, ops, transfers, memory, releases, op, received):  # pr
             home = ops.device[graph.tensor_src[tensor]]
             held_until = releases.last_read[tensor * ndev + home]
             for d2 in range(ndev):
-                x = transfers.of[tensor * ndev + d2]
+                x = sent.of[tensor * ndev + d2]
                 if x >= 0:
                     held_until = max(held_until, transfers.end[x])
                     release_at(releases, d2, releases.last_read[tensor * ndev + d2], graph.recv_bytes[tensor])

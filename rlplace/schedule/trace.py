@@ -37,7 +37,7 @@ class Schedule:
 def schedule_of(m: Model, graph: OpGraph) -> Schedule:
     """The schedule held by model ``m`` of ``graph`` (copies)."""
     x = m.transfers
-    nx = int(x.count[0])
+    nx = int(m.sent.count[0])
     tensors = x.tensor[:nx].copy()
     return Schedule(
         op_device=m.ops.device.copy(), op_start=m.ops.start.copy(), op_end=m.ops.end.copy(),
