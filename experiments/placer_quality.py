@@ -36,7 +36,7 @@ from rlplace.cluster import Cluster, CommModel, load_preset
 from rlplace.coarsen import CoarseGraph
 from rlplace.graph import OpGraph
 from rlplace.placers import available_placers, make_placer
-from rlplace.sim import simulate
+from rlplace.sim import lower_bound, simulate
 from rlplace.zoo import default_profile_path, layered, load_baechi_profile
 
 RESULTS = Path(__file__).parent / "results"
@@ -61,13 +61,6 @@ PLACERS: list[tuple[str, str, dict]] = [  # (label, registered name, options)
 
 
 # ------------------------------------------------------------------------------ lower bound
-def lower_bound(graph: OpGraph, cluster: Cluster) -> float:
-    """DESIGN.md's lower bound on the step time: max(longest compute-only path on the fastest
-    device, total compute / total speed of the devices). Communication is ignored."""
-    speeds = cluster.speeds
-    return max(graph.critical_path(float(speeds.max())), graph.total_compute / float(speeds.sum()))
-
-
 # ------------------------------------------------------------------------------ hill-climb
 RUN_FRACTION = 0.05  # a run move moves up to this fraction of the units
 

@@ -45,7 +45,7 @@ from rlplace.schedule import Model, Schedule, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import alloc, book_transfer, duration, end_instant, free, start
 
-__all__ = ["Schedule", "StepResult", "simulate", "simulate_many"]
+__all__ = ["BatchResult", "Schedule", "StepResult", "lower_bound", "simulate", "simulate_many"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,14 @@ def _model(graph: OpGraph, cluster: Cluster) -> Model:
     """The simulator's model of ``graph`` on ``cluster``, kept for the next call (``_run`` resets
     it); callers hold ``_LOCK`` while they use it."""
     return new_model(graph, cluster)
+
+
+def lower_bound(graph: OpGraph, cluster: Cluster) -> float:
+    """DESIGN.md's lower bound on any placement's step time: max(the longest compute-only path
+    on the fastest device, total compute / the devices' summed speed). Communication and memory
+    are ignored."""
+    speeds = cluster.speeds
+    return max(graph.critical_path(float(speeds.max())), graph.total_compute / float(speeds.sum()))
 
 
 def _device_array(graph: OpGraph, cluster: Cluster, placement) -> np.ndarray:

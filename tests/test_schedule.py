@@ -15,7 +15,7 @@ from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
 from rlplace.schedule import memory_peaks
-from rlplace.sim import simulate, simulate_many
+from rlplace.sim import lower_bound, simulate, simulate_many
 
 
 def cluster(n, mode, memory=10**9, latency=0.5, seconds_per_byte=0.05):
@@ -187,6 +187,14 @@ def test_batched_simulation_equals_one_by_one(g, ndev, mode, data):
         assert batch.step_time[k] == r.step_time
         assert batch.peak_memory[k].tolist() == r.peak_memory.tolist()
         assert batch.oom[k] == r.oom
+
+
+@given(random_dags(), st.integers(1, 3), st.sampled_from(["parallel", "sequential"]), st.data())
+def test_no_placement_beats_the_lower_bound(g, ndev, mode, data):
+    c = Cluster(tuple(Device(f"d{i}", 10**9, s) for i, s in enumerate([1.0, 2.0, 0.5][:ndev])),
+                CommModel(0.5, 0.05, mode))
+    device = data.draw(st.lists(st.integers(0, ndev - 1), min_size=g.num_ops, max_size=g.num_ops))
+    assert simulate(g, c, np.array(device)).step_time >= lower_bound(g, c) * (1 - 1e-12)
 
 
 ETF_OFF = dict(coplacement=False, fusion=False, forward_only=False)
