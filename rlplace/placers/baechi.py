@@ -16,6 +16,18 @@ of memory, and dropped when none is due (§2.3); when the first op of a colocati
 the whole group goes to that device and the group's memory is reserved there (§3.1, §4.2). An op
 that fits nowhere goes to the device it overfills least: placement never fails, and the
 simulator reports the OOM.
+
+Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
+they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
+transfers and ops that take time, m-ETF's own schedule is exactly the simulator's schedule of its
+placement (tested), because it places (op, device) pairs in the order they start and breaks ties
+as the simulator does (earliest ready, then lower index). Where they differ, and why:
+sequential transfers are booked when m-ETF/m-SCT place the reader (§3.4), the simulator books
+them when the producer ends, so a channel may serve them in another order; a pair put back for
+memory starts later in the placer than in the simulator, which does not wait for memory; m-SCT
+keeps a device for a favorite child while the simulator would run another ready op there; with
+the optimizer on, the schedule is of the coarse graph. In every case the placer's schedule is
+a valid schedule of its placement (tested).
 """
 
 from __future__ import annotations
