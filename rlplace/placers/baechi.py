@@ -45,6 +45,7 @@ from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
+from rlplace.placers.fit import fit_to_memory
 from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, duration, hold_op_memory, hold_persistent,
@@ -65,18 +66,26 @@ class _BaechiPlacer:
     fusion_exact_check: bool = False
     forward_only: bool = True
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
+    memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         if not 0 < self.memory_fraction <= 1:
             raise ConfigError(f"{type(self).__name__}: memory_fraction must be in (0, 1], "
                               f"got {self.memory_fraction!r}")
+        if not isinstance(self.memory_rounds, int) or self.memory_rounds < 1:
+            raise ConfigError(f"{type(self).__name__}: memory_rounds must be an integer >= 1, "
+                              f"got {self.memory_rounds!r}")
         caps = np.floor(cluster.memory * self.memory_fraction).astype(np.int64)
-        if (self.forward_only and np.any(graph.forward_op >= 0)
-                and simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0] <= caps.min()):
+        single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
+        return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, single_peak),
+                                       graph, cluster, caps, self.memory_rounds))
+
+    def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray, single_peak: int) -> np.ndarray:
+        if self.forward_only and np.any(graph.forward_op >= 0) and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
             sub, keep = forward_part(graph)
-            return Placement(follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps)))
-        return Placement(self._optimize_and_place(graph, cluster, caps))
+            return follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps))
+        return self._optimize_and_place(graph, cluster, caps)
 
     def _optimize_and_place(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray) -> np.ndarray:
         """Baechi's graph optimizer (when on), then the placer on its groups: one device per op."""

@@ -34,6 +34,7 @@ from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
+from rlplace.placers.fit import fit_to_memory
 from rlplace.schedule import Schedule, new_model, schedule_of
 from rlplace.schedule.ops import duration, first_idle_slot, occupy, record_transfer, start, vacate
 
@@ -152,12 +153,14 @@ class _CeleritasPlacer:
 
     ``fusion``: fuse before placing. ``exploration_range``: R of Eq. 6. ``fusion_memory_fraction``:
     M of Eq. 6 as a fraction of the smallest device's usable memory (the paper's 0.25).
-    ``memory_fraction``: the share of each device's memory the placer may fill."""
+    ``memory_fraction``: the share of each device's memory the placer may fill. ``memory_rounds``:
+    placements tried until the simulator finds one that fits (``rlplace.placers.fit``)."""
 
     fusion: bool = True
     exploration_range: int = 200
     fusion_memory_fraction: float = 0.25
     memory_fraction: float = 1.0
+    memory_rounds: int = 4
 
     adjust: ClassVar[bool]
     name: ClassVar[str]
@@ -169,12 +172,18 @@ class _CeleritasPlacer:
             raise ConfigError(f"{self.name}: fusion_memory_fraction must be > 0, got {self.fusion_memory_fraction}")
         if not isinstance(self.exploration_range, int) or self.exploration_range < 1:
             raise ConfigError(f"{self.name}: exploration_range must be an integer >= 1, got {self.exploration_range!r}")
+        if not isinstance(self.memory_rounds, int) or self.memory_rounds < 1:
+            raise ConfigError(f"{self.name}: memory_rounds must be an integer >= 1, got {self.memory_rounds!r}")
         cap = np.floor(self.memory_fraction * cluster.memory).astype(np.int64)
+        return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget),
+                                       graph, cluster, cap, self.memory_rounds))
+
+    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray) -> np.ndarray:
         if not self.fusion or graph.num_ops == 0:
             device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes,
                                           cpd_topo(graph, cluster))
             self.nodes_placed = graph.num_ops
-            return Placement(device)
+            return device
         coarse = optimal_fusion(graph, cluster, self.exploration_range,
                                 self.fusion_memory_fraction * float(cap.min()))
         # A fused node holds ops of many colocation groups; pinning whole nodes to their groups'
@@ -188,7 +197,7 @@ class _CeleritasPlacer:
         self.nodes_placed = q.num_ops
         rank = np.empty(q.num_ops, dtype=np.int64)
         rank[order] = np.arange(q.num_ops)
-        return Placement(follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of]))
+        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of])
 
     def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray, transient: np.ndarray,
                      order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

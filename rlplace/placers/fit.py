@@ -1,0 +1,39 @@
+"""Placing within memory, checked by the simulator.
+
+A placer's memory plan is an estimate (Baechi §4.2 tracks memory in its own schedule,
+Celeritas Algorithm 2 sums node memory in placement order); the simulator's first-come
+first-served run of the same placement can hold tensors longer. ``fit_to_memory`` closes the
+loop: it places with a memory budget per device, simulates the placement, and where a device
+runs over its memory places again with that device's budget lowered by the overflow, for a few
+rounds. A placement it returns as fitting fits in the simulator.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from rlplace.cluster import Cluster
+from rlplace.graph import OpGraph
+from rlplace.sim import simulate
+
+
+def fit_to_memory(place: Callable[[np.ndarray], np.ndarray], graph: OpGraph, cluster: Cluster,
+                  budget: np.ndarray, rounds: int) -> np.ndarray:
+    """``place(budget)`` -> one device per op, placed with ``budget`` bytes per device. Tries at
+    most ``rounds`` budgets (the first as given) and returns the first placement that fits, or
+    the one that overflows least; ``rounds <= 1`` places once without checking."""
+    device = place(budget)
+    if rounds <= 1:
+        return device
+    best, best_over = device, None
+    for _ in range(rounds):
+        over = np.maximum(simulate(graph, cluster, device).peak_memory - cluster.memory, 0)
+        if not over.any():
+            return device
+        if best_over is None or over.sum() < best_over:
+            best, best_over = device, over.sum()
+        budget = np.maximum(budget - over, 0)
+        device = place(budget)
+    return best
