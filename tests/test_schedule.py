@@ -263,3 +263,25 @@ def test_a_placers_own_schedule_is_a_schedule_of_its_placement(g, ndev, mode, pl
     for lo, hi in busy:
         order = np.lexsort((hi, lo))
         assert np.all(lo[order][1:] >= hi[order][:-1] - eps)
+
+
+def test_fit_to_memory_places_again_with_the_placers_estimate_corrected():
+    """A placer that believes every op needs 1 byte puts both 60-byte ops on device 0 while its
+    budget there allows two; the simulator finds 120 bytes on a 100-byte device, so the budget
+    becomes 100 * 2 / 120 = 1 op's worth, and the second placement fits."""
+    from rlplace.placers.fit import fit_to_memory
+
+    g = OpGraph.from_records([op("a", 1.0, out=[], persistent=60), op("b", 1.0, out=[], persistent=60)], [])
+    c = cluster(2, "parallel", memory=100)
+    budgets = []
+
+    def place(budget):
+        budgets.append(budget.tolist())
+        on_first = min(2, int(budget[0]))
+        device = np.array([0] * on_first + [1] * (2 - on_first))
+        return device, np.bincount(device, minlength=2)
+
+    device = fit_to_memory(place, g, c, np.array([100, 100]), rounds=3)
+    assert device.tolist() == [0, 1] and not simulate(g, c, device).oom
+    assert budgets == [[100, 100], [1, 100]]
+    assert fit_to_memory(place, g, c, np.array([100, 100]), rounds=1).tolist() == [0, 0]  # unchecked

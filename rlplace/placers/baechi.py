@@ -80,12 +80,15 @@ class _BaechiPlacer:
         return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, single_peak),
                                        graph, cluster, caps, self.memory_rounds))
 
-    def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray, single_peak: int) -> np.ndarray:
+    def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray,
+                      single_peak: int) -> tuple[np.ndarray, np.ndarray]:
+        """One device per op within ``caps``, and the peak bytes per device the placer planned."""
+        self.planned_peak = caps  # m-TOPO's plan is its cap; the list schedulers set their own
         if self.forward_only and np.any(graph.forward_op >= 0) and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
             sub, keep = forward_part(graph)
-            return follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps))
-        return self._optimize_and_place(graph, cluster, caps)
+            return follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps)), self.planned_peak
+        return self._optimize_and_place(graph, cluster, caps), self.planned_peak
 
     def _optimize_and_place(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray) -> np.ndarray:
         """Baechi's graph optimizer (when on), then the placer on its groups: one device per op."""
@@ -112,6 +115,7 @@ class _BaechiPlacer:
         per device it predicts as ``own_peak_memory``; returns the devices."""
         self.own_schedule: Schedule = schedule_of(m, work)
         self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule)
+        self.planned_peak = m.memory.peak.copy()  # as the placer saw it while deciding
         return self.own_schedule.op_device
 
 
@@ -159,8 +163,9 @@ class METFPlacer(_BaechiPlacer):
 @dataclass
 class MSCTPlacer(_BaechiPlacer):
     """m-SCT (Baechi §2.4): ETF that keeps a device for the favorite child of the op it just
-    ran (the child must start there no later than anywhere else), unless an urgent op (one whose
-    inputs could have reached every device) can start first; favorite children come from the LP
+    ran (the child must start there no later than anywhere else), unless an urgent op (one that
+    could begin right away on any device: every device is free and has its inputs by then) can
+    start first; favorite children come from the LP
     relaxation of Eq. 2, rounded at ``sct_threshold`` (§4.3). A full device is excluded."""
 
     sct_threshold: float = 0.1
@@ -347,9 +352,16 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
                             group_of[ui[0]] >= 0 and group_dev[group_of[ui[0]]] >= 0)):
                         _, _, usize = pop(uf, ui, 0, usize)
                     op, s = c, s_c
-                    if usize > 0 and ui[0] != c and not dropped[ui[0] * ndev + d] and max(devices.avail[d], uf[0]) <= s_c:
-                        op = ui[0]
-                        s = max(devices.avail[d], uf[0], _earliest(graph, ops, transfers, sent, channels, op, d, not_before, scratch))
+                    if usize > 0 and ui[0] != c and not dropped[ui[0] * ndev + d]:
+                        u = ui[0]
+                        now_d = max(devices.avail[d], uf[0])  # §2.4: urgent = can begin right away on any device
+                        urgent = now_d <= s_c
+                        for d2 in range(ndev):
+                            if urgent and max(devices.avail[d2], _earliest(graph, ops, transfers, sent, channels, u, d2,
+                                                                           not_before, scratch)) > now_d:
+                                urgent = False
+                        if urgent:
+                            op, s = u, now_d
             if op < 0:  # ETF: the ready op that can start first here
                 base = d * hcap
                 while hsize[d] > 0:

@@ -178,12 +178,13 @@ class _CeleritasPlacer:
         return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget),
                                        graph, cluster, cap, self.memory_rounds))
 
-    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray) -> np.ndarray:
+    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One device per op within ``cap``, and the peak bytes per device the placer planned."""
         if not self.fusion or graph.num_ops == 0:
             device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes,
                                           cpd_topo(graph, cluster))
             self.nodes_placed = graph.num_ops
-            return device
+            return device, self.planned_peak
         coarse = optimal_fusion(graph, cluster, self.exploration_range,
                                 self.fusion_memory_fraction * float(cap.min()))
         # A fused node holds ops of many colocation groups; pinning whole nodes to their groups'
@@ -197,7 +198,7 @@ class _CeleritasPlacer:
         self.nodes_placed = q.num_ops
         rank = np.empty(q.num_ops, dtype=np.int64)
         rank[order] = np.arange(q.num_ops)
-        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of])
+        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of]), self.planned_peak
 
     def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray, transient: np.ndarray,
                      order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -215,6 +216,7 @@ class _CeleritasPlacer:
         _place(m, order, self.adjust, cap, edge_comm_time(g, comm), np.asarray(transient, dtype=np.int64),
                coloc, coloc_persistent, coloc_reserve)
         self.own_schedule: Schedule = schedule_of(m, g)  # of ``g``: the fused graph unless fusion=False
+        self.planned_peak = m.memory.peak.copy()
         return self.own_schedule.op_device, self.own_schedule.op_end
 
 
@@ -498,6 +500,7 @@ def _place(m, order, adjust, cap, edge_cost, transient, coloc, coloc_persistent,
         if c >= 0 and pinned < 0:
             coloc_dev[c] = d
 
+        m.memory.peak[d] = max(m.memory.peak[d], live[d] + need[d] + reserve)  # the plan's peak
         live[d] += need[d] - transient[v] + reserve
         for k in range(graph.in_ptr[v], graph.in_ptr[v + 1]):
             tt = graph.edge_tensor[graph.in_edges[k]]
