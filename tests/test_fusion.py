@@ -22,8 +22,6 @@ from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
 from rlplace.sim import simulate
 
-RULES = ["lossless", "degree"]
-
 
 # ------------------------------------------------------------------------------ training-like graphs
 def training_graph(seed: int, continuous: bool = False, layers: int | None = None) -> OpGraph:
@@ -219,9 +217,10 @@ def test_lossless_rule_fuses_where_nothing_waits():
 
 def test_sources_join_only_to_defer_their_set():
     """A variable's read, its slot and its update share a colocation group. The variable and the
-    slot are sources, placed at time 0 by a list scheduler: the degree rule fuses the read and the
-    slot into them; the lossless rule leaves both, since the set is placed at time 0 anyway (the
-    variable) and a fused source group would hold its device at time 0 for the other sources.
+    slot are sources, placed at time 0 by a list scheduler: the degree rule fuses the read into the
+    variable and the slot into the update; the lossless rule does neither, since the set is placed
+    at time 0 anyway (by the variable) and a fused source group would hold its device at time 0,
+    where the list scheduler runs the other sources.
     A set with one source (Baechi Fig. 6's step and its increment) has its source joined to its
     only reader, so the set is placed when the reader is ready."""
     w = {"colocation_group": "w"}
