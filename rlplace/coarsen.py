@@ -5,9 +5,9 @@ Colocation groups (ops TensorFlow requires on one device) are the first grouping
 co-placement and fusion and the Hierarchical Planner's learned groups build on the same type.
 
 Baechi's graph optimizer (§3.2-3.3) lives here too: ``coplacement_labels`` (which ops must share
-a device), ``fuse`` (contract edges inside those sets without making a cycle),
-``GraphOptimizer`` (both, as switches) and ``backward_ops``/``forward_part``/``follow_forward``
-(forward-operator-based placement).
+a device), ``fuse`` (contract edges inside those sets without making a cycle or losing
+parallelism), ``GraphOptimizer`` (both, as switches) and ``backward_ops``/``forward_part``/
+``follow_forward`` (forward-operator-based placement).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from rlplace.errors import PlacementError
+from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 
@@ -66,14 +66,18 @@ class CoarseGraph:
         """The graph of the groups, as an OpGraph a placer can work on: one op per group (named
         after its first op) and one edge per (tensor, reading group) crossing groups.
 
-        A group's compute time and persistent bytes are its members' sums; its temporary bytes
-        the largest of its members' (they run one at a time); its outputs are the tensors that
-        leave it, each sized as in the op graph, so a tensor read by several ops of one group is
-        still sent once. Colocation groups carry over: groups sharing a colocation group, even
-        through another group, share one; with ``colocation=False`` the quotient has none (for a
-        placer that applies colocation to the ops itself). ``forward_op`` is the group of the
-        members' forward ops when those lie in one other group. Raises GraphError if the
-        grouping makes a cycle."""
+        The group's costs are the ones the simulator sees for its ops on one device. Compute time
+        and persistent bytes are the members' sums. Its outputs are the tensors that leave it,
+        each sized and sent as in the op graph (once per reading device, however many of the
+        group's ops read it). Its temporary bytes are the most its ops hold at once besides
+        those outputs when they run back to back (``group_working_bytes``: temporaries, outputs
+        read inside the group until their last reader there ends, unread outputs while their op
+        runs); a group of one op keeps exactly the op's bytes (temporary + unread outputs).
+        Colocation groups carry over: groups sharing a colocation group, even through another
+        group, share one; with ``colocation=False`` the quotient has none (for a placer that
+        applies colocation to the ops itself). ``forward_op`` is the group of the members'
+        forward ops when those lie in one other group. Raises GraphError if the grouping makes
+        a cycle."""
         g = self.graph
         k = self.num_groups
         first = self.first_ops()
@@ -81,8 +85,6 @@ class CoarseGraph:
         np.add.at(compute, self.group_of, g.compute_time)
         persistent = np.zeros(k, dtype=np.int64)
         np.add.at(persistent, self.group_of, g.persistent_bytes)
-        temporary = np.zeros(k, dtype=np.int64)
-        np.maximum.at(temporary, self.group_of, g.temporary_bytes)
 
         # one output port per tensor leaving a group, numbered by tensor within the group
         crossing = np.flatnonzero(self.group_of[g.edge_src] != self.group_of[g.edge_dst])
@@ -100,7 +102,10 @@ class CoarseGraph:
         port = np.where(data, port_of_tensor[tensor], -1)
         keys, inverse = np.unique(np.stack([src, port, dst]), axis=1, return_inverse=True)
         nbytes = np.zeros(keys.shape[1], dtype=np.int64)
-        np.maximum.at(nbytes, inverse.reshape(-1), g.edge_bytes[crossing])
+        # a data edge carries its tensor's bytes (what the simulator sends), a control edge its own
+        np.maximum.at(nbytes, inverse.reshape(-1),
+                      np.where(data, g.tensor_bytes[tensor], g.edge_bytes[crossing]))
+        temporary = group_working_bytes(g, self.group_of, k)
 
         if not colocation:
             coloc_names: list[str | None] = [None] * k
@@ -282,14 +287,83 @@ def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: boo
     return _union_labels(n, np.concatenate(a), np.concatenate(b))
 
 
-def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False) -> CoarseGraph:
-    """Operator fusion (Baechi §3.3): contract edges src -> dst whose ends share a co-placement
-    label, as long as the graph of groups stays acyclic.
+FUSION_RULES = ("lossless", "degree")
 
-    An edge is contracted when, in the current graph of groups, src has at most one successor
-    or dst at most one predecessor (Baechi's rule: a second path src -> dst, which contraction
-    would turn into a cycle, needs both degrees >= 2). With ``exact_check`` the remaining edges
-    are contracted too when a search finds no second path. Passes repeat until nothing fuses."""
+
+def group_working_bytes(graph: OpGraph, group_of: np.ndarray, k: int | None = None) -> np.ndarray:
+    """Per group: the most bytes its ops hold at once besides the outputs that leave the group,
+    when they run back to back on one device in index (topological) order, counted as the
+    simulator counts them. An op allocates its temporary bytes and its outputs at its start and
+    frees its temporary bytes and unread outputs at its end; an output read only inside the
+    group is freed when its last reader there ends. These are the temporary bytes of the
+    group's node in the quotient, which (like any op) allocates its outputs at its start: the
+    node then holds at least what its ops hold at every moment, and exactly an op's own bytes
+    for a group of one op."""
+    g = graph
+    group_of = np.asarray(group_of, dtype=np.int64)
+    if k is None:
+        k = int(group_of.max(initial=-1)) + 1
+    start = (g.temporary_bytes + g.output_total).astype(np.int64)
+    end = (g.temporary_bytes + g.unread_output_bytes).astype(np.int64)
+    ntensor = len(g.tensor_src)
+    if ntensor:
+        own = group_of[g.tensor_src]
+        outside = np.zeros(ntensor, dtype=bool)
+        np.logical_or.at(outside, g.edge_tensor, group_of[g.edge_dst] != own[g.edge_tensor])
+        data = g.tensor_port >= 0
+        leave = data & outside  # allocated by the node itself, not counted here
+        np.subtract.at(start, g.tensor_src[leave], g.tensor_output_bytes[leave])
+        last = np.full(ntensor, -1, dtype=np.int64)
+        np.maximum.at(last, g.edge_tensor, g.edge_dst)
+        inner = data & ~outside
+        np.add.at(end, last[inner], g.tensor_output_bytes[inner])
+    order = np.lexsort((np.arange(g.num_ops), group_of))
+    gid = group_of[order]
+    net = (start - end)[order]
+    before = np.cumsum(net) - net  # held before each op starts, counted from the very first op
+    first = np.minimum(np.searchsorted(gid, np.arange(k)), max(len(order) - 1, 0))
+    live = before - before[first][gid] + start[order]
+    peak = np.zeros(k, dtype=np.int64)
+    np.maximum.at(peak, gid, live)
+    return peak
+
+
+def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: str = "lossless") -> CoarseGraph:
+    """Operator fusion (Baechi §3.3): contract edges src -> dst whose ends share a co-placement
+    label, keeping the graph of groups acyclic. Degrees count every edge (data and control) of
+    the current graph of groups; passes repeat until nothing fuses.
+
+    ``rule="degree"`` is §3.3's rule as written: contract when src has at most one successor or
+    dst at most one predecessor (a second path src -> dst, which contraction would turn into a
+    cycle, needs both degrees >= 2); with ``exact_check`` the remaining edges are contracted too
+    when a search finds no second path. It is a cycle test only, and a fused node starts when all
+    its inputs are in and releases its outputs when all its ops are done, so it lets through
+    contractions that lose parallelism in the graph the placer schedules: dst's only input is src
+    but src feeds other groups (they now wait for dst's compute too), or src's only reader is dst
+    but dst has other inputs (src can no longer run before they arrive).
+
+    ``rule="lossless"`` (the default) contracts only where the fused node waits for nothing its
+    ops would not wait for and holds back no output its ops would release earlier, in the
+    as-soon-as-possible schedule (unlimited devices, compute times only) of the current groups,
+    which these contractions leave unchanged:
+
+    * a chain link: src's only successor is dst and dst's only predecessor is src;
+    * src's only successor is dst, and dst's other predecessors share the set (so the same
+      device, no transfer) and finish before src can start;
+    * dst's only predecessor is src, and src's other successors share the set and cannot start
+      before dst ends;
+    * a source (an op with no inputs) joins its only reader when that reader has other inputs
+      and no other group of its set is a source: the set is then placed when the reader is
+      ready, not at time 0 before anything is known (Baechi Fig. 6). Only this one delays
+      anything: the source's own compute, which for a training step's sources (variables,
+      constants, inputs) is next to none.
+
+    Otherwise a source is never extended: every source is ready at time 0, so a list scheduler
+    runs the other sources between a source and its reader, which a fused node would forbid.
+    Each of these contractions has src's out-degree or dst's in-degree 1, so none closes a cycle
+    and ``exact_check`` changes nothing."""
+    if rule not in FUSION_RULES:
+        raise ConfigError(f"fusion rule must be one of {FUSION_RULES}, got {rule!r}")
     n = graph.num_ops
     pairs = np.unique(np.column_stack([graph.edge_src, graph.edge_dst]), axis=0)
     succ: list[set[int]] = [set() for _ in range(n)]
@@ -319,7 +393,7 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False) -> Coar
                     stack.append(y)
         return False
 
-    def contract(u: int, v: int) -> None:
+    def contract(u: int, v: int) -> int:
         succ[u].discard(v)
         pred[v].discard(u)
         keep, gone = (u, v) if len(succ[u]) + len(pred[u]) >= len(succ[v]) + len(pred[v]) else (v, u)
@@ -334,17 +408,82 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False) -> Coar
             pred[keep].add(x)
         succ[gone] = set()
         pred[gone] = set()
+        return keep
 
-    changed = True
-    while changed:
-        changed = False
+    if rule == "degree":
+        changed = True
+        while changed:
+            changed = False
+            for u0, v0 in inside:
+                u, v = find(u0), find(v0)
+                if u == v:
+                    continue
+                if len(succ[u]) <= 1 or len(pred[v]) <= 1 or (exact_check and not other_path(u, v)):
+                    contract(u, v)
+                    changed = True
+        return CoarseGraph.from_labels(graph, [find(i) for i in range(n)], coplace=coplace)
+
+    work = np.array(graph.compute_time, dtype=np.float64)  # compute of each group, at its root
+    _, set_of = np.unique(np.asarray(coplace), return_inverse=True)
+    set_of = set_of.reshape(-1)
+    sources = np.bincount(set_of[np.diff(graph.in_ptr) == 0], minlength=int(set_of.max(initial=-1)) + 1)
+    tol = 1e-9 * (float(work.sum()) or 1.0)  # the same times summed in another order
+
+    def defer_sources() -> bool:
+        """Sources join their only reader where that defers their set's placement."""
+        done = False
         for u0, v0 in inside:
             u, v = find(u0), find(v0)
-            if u == v:
-                continue
-            if len(succ[u]) <= 1 or len(pred[v]) <= 1 or (exact_check and not other_path(u, v)):
-                contract(u, v)
-                changed = True
+            if u != v and not pred[u] and len(succ[u]) == 1 and len(pred[v]) > 1 and sources[set_of[u0]] == 1:
+                sources[set_of[u0]] -= 1
+                w = work[u] + work[v]
+                work[contract(u, v)] = w
+                done = True
+        return done
+
+    def asap() -> tuple[np.ndarray, np.ndarray]:
+        """Earliest start and finish of every group (at its root) with unlimited devices."""
+        est, eft = np.zeros(n), np.zeros(n)
+        roots = [i for i in range(n) if root[i] == i]
+        indegree = {r: len(pred[r]) for r in roots}
+        ready = [r for r in roots if indegree[r] == 0]
+        while ready:
+            r = ready.pop()
+            eft[r] = est[r] + work[r]
+            for x in succ[r]:
+                est[x] = max(est[x], eft[r])
+                indegree[x] -= 1
+                if indegree[x] == 0:
+                    ready.append(x)
+        return est, eft
+
+    defer_sources()
+    while True:
+        est, eft = asap()
+        changed = True
+        while changed:
+            changed = False
+            for u0, v0 in inside:
+                u, v = find(u0), find(v0)
+                if u == v or not pred[u]:
+                    continue
+                single_out, single_in = len(succ[u]) == 1, len(pred[v]) == 1
+                s = set_of[u0]
+                if single_out and single_in:
+                    ok = True
+                elif single_out:
+                    ok = all(set_of[x] == s and eft[x] <= est[u] + tol for x in pred[v] if x != u)
+                elif single_in:
+                    ok = all(set_of[x] == s and est[x] + tol >= eft[v] for x in succ[u] if x != v)
+                else:
+                    ok = False
+                if ok:
+                    start, finish, w = est[u], eft[v], work[u] + work[v]
+                    r = contract(u, v)
+                    est[r], eft[r], work[r] = start, finish, w
+                    changed = True
+        if not defer_sources():
+            break
     return CoarseGraph.from_labels(graph, [find(i) for i in range(n)], coplace=coplace)
 
 
@@ -353,19 +492,21 @@ class GraphOptimizer:
     """Baechi's graph optimizer (§3.1-3.3, §4.1), each step a switch.
 
     ``colocation`` keeps TensorFlow colocation groups on one device, ``coplacement`` adds the
-    co-placement sets of §3.2, ``fusion`` contracts edges inside those sets (degree rule, or
-    the exact path check with ``fusion_exact_check``). The result's ``coplace`` labels become
-    the colocation groups of its quotient, which placers co-adjust (§3.1)."""
+    co-placement sets of §3.2, ``fusion`` contracts edges inside those sets (``fuse``:
+    ``fusion_rule`` "lossless", the default, or §3.3's "degree" rule, which ``fusion_exact_check``
+    extends with the path check). The result's ``coplace`` labels become the colocation groups
+    of its quotient, which placers co-adjust (§3.1)."""
 
     colocation: bool = True
     coplacement: bool = True
     fusion: bool = True
     fusion_exact_check: bool = False
+    fusion_rule: str = "lossless"
 
     def optimize(self, graph: OpGraph) -> CoarseGraph:
         labels = coplacement_labels(graph, self.colocation, self.coplacement)
         if self.fusion:
-            return fuse(graph, labels, self.fusion_exact_check)
+            return fuse(graph, labels, self.fusion_exact_check, self.fusion_rule)
         return CoarseGraph(graph, np.arange(graph.num_ops), labels)
 
 

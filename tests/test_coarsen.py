@@ -92,21 +92,24 @@ def test_degree_rule_misses_what_the_exact_check_fuses():
     g = OpGraph.from_records([op("a"), op("x"), op("b"), op("y")],
                              [("a", "b", 1), ("a", "x", 1), ("y", "b", 1), ("x", "y", 1)])
     coplace = _labels(g, [{"a", "b"}, {"x"}, {"y"}])
-    assert fuse(g, coplace).num_groups == 4  # a: out-degree 2, b: in-degree 2
-    assert fuse(g, coplace, exact_check=True).num_groups == 4
+    assert fuse(g, coplace, rule="degree").num_groups == 4  # a: out-degree 2, b: in-degree 2
+    assert fuse(g, coplace, exact_check=True, rule="degree").num_groups == 4
     # Fig. 5c: both degrees 2 but no second path: only the exact check fuses
     g2 = OpGraph.from_records([op("a"), op("x"), op("b"), op("z")],
                               [("a", "b", 1), ("a", "x", 1), ("z", "b", 1)])
     coplace2 = _labels(g2, [{"a", "b"}, {"x", "z"}])
-    assert fuse(g2, coplace2).num_groups == 4
-    cg = fuse(g2, coplace2, exact_check=True)
+    assert fuse(g2, coplace2, rule="degree").num_groups == 4
+    cg = fuse(g2, coplace2, exact_check=True, rule="degree")
     assert cg.num_groups == 3 and cg.group_of[g2.index["a"]] == cg.group_of[g2.index["b"]]
+    # every contraction of the lossless rule has a single-successor src or a single-predecessor
+    # dst, so it never needs the path check
+    assert fuse(g2, coplace2, exact_check=True).num_groups == fuse(g2, coplace2).num_groups
 
 
-@given(random_dags(), st.integers(0, 3), st.booleans())
-def test_fusion_never_makes_a_cycle(g, k, exact):
+@given(random_dags(), st.integers(0, 3), st.booleans(), st.sampled_from(["lossless", "degree"]))
+def test_fusion_never_makes_a_cycle(g, k, exact, rule):
     coplace = np.random.default_rng(k).integers(0, 1 + k, g.num_ops)
-    cg = fuse(g, coplace, exact_check=exact)
+    cg = fuse(g, coplace, exact_check=exact, rule=rule)
     assert _is_dag(cg)
     for grp in range(cg.num_groups):  # a group never mixes co-placement sets
         assert len(np.unique(coplace[cg.members(grp)])) == 1
