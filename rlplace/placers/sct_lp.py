@@ -67,7 +67,7 @@ _OPTIONS = {
     "ipm": {"solver": "ipx", "run_crossover": "off", "ipm_optimality_tolerance": 1e-7},
 }
 _THETA = 0.99  # constraint generation: add edges on paths longer than w_K + THETA (L - w_K)
-_GAP = 1e-7  # stop when L - w_K <= GAP * w_K (the solvers' tolerances are 1e-7)
+_GAP = 1e-7  # stop when L - w_K <= GAP * max(w_K, max(p, c)) (the solvers' tolerances are 1e-7)
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,10 @@ def _whole(src, dst, p, c):
     by_dst = np.argsort(dst, kind="stable")
     head0, tail0 = _longest(src, dst, by_dst, np.zeros(len(src)), p)
     lower = float((head0 + tail0).max())
-    # the plain LP: s_i >= 0, w >= s_i + p_i at sinks (IPX is slower with the valid bounds)
+    # the plain LP: s_i >= 0, w >= s_i + p_i at sinks (IPX is slower with the valid bounds on
+    # every op); w >= the compute-only critical path covers the ops without pairs
     sink = np.bincount(src, minlength=len(p)) == 0
-    model = _Restricted(src, dst, p, c, np.zeros(len(p)), np.where(sink, p, -_INF), 0.0, _OPTIONS["ipm"])
+    model = _Restricted(src, dst, p, c, np.zeros(len(p)), np.where(sink, p, -_INF), lower, _OPTIONS["ipm"])
     y = np.zeros(len(src))
     if len(src):
         model.add(np.arange(len(src)))
@@ -174,7 +175,7 @@ def _generate(src, dst, p, c):
         delay = c * (1.0 - y)
         head, tail = _longest(src, dst, by_dst, delay, p)
         makespan = float((head + tail).max())
-        if makespan - lower <= _GAP * lower:
+        if makespan - lower <= _GAP * max(lower, 1.0):  # times are in units of max(p, c)
             break
         through = head[src] + p[src] + delay + tail[dst]  # the longest path through each pair
         cut = lower if stalled else lower + _THETA * (makespan - lower)
@@ -183,7 +184,7 @@ def _generate(src, dst, p, c):
             break
         model.add(new)
         value, yk = model.solve()
-        stalled = value <= lower * (1 + _GAP)
+        stalled = value - lower <= _GAP * max(lower, 1.0)
         lower = max(lower, value)
         y = np.zeros(m)
         y[model.kept] = np.clip(yk, 0.0, 1.0)
