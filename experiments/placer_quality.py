@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import math
 import time
 import traceback
 from dataclasses import dataclass

@@ -7,7 +7,7 @@ from rlplace.cluster import Cluster, CommModel, load_preset
 from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
-from rlplace.placers.baechi import favorite_children
+from rlplace.placers.sct_lp import favorite_children
 from rlplace.sim import simulate
 from rlplace.zoo import chain, layered, linear_regression
 
@@ -53,7 +53,7 @@ def test_fig6_fusion_cuts_the_step_from_7_to_3_time_units():
 def test_favorite_child_lp_picks_the_costlier_edge():
     ops = [op("a", 1.0, out=[1, 20]), op("b", 1.0), op("c", 1.0)]  # LP optimum: x_ac = 1/21
     g = OpGraph.from_records(ops, [("a", "b", 1, 0), ("a", "c", 20, 1)])
-    for method in ("highs-ipm", "highs-ds"):
+    for method in ("simplex", "ipm", "highs-ipm", "highs-ds"):
         fav = favorite_children(g, CommModel(seconds_per_byte=1.0), threshold=0.1, method=method)
         assert fav[g.index["a"]] == g.index["c"] and fav[g.index["b"]] == -1
     ops = [op("a"), op("b"), op("c")]
@@ -190,7 +190,9 @@ def test_bad_options():
     with pytest.raises(ConfigError, match="sct_threshold"):
         make_placer("m_sct", sct_threshold=2.0).place(g, c)
     with pytest.raises(ConfigError, match="lp_method"):
-        make_placer("m_sct", lp_method="simplex").place(g, c)
+        make_placer("m_sct", lp_method="barrier").place(g, c)
+    with pytest.raises(ConfigError, match="fusion"):
+        make_placer("m_etf", fusion_rule="greedy").place(g, c)
 
 
 def test_gnmt_profile(baechi_profile):

@@ -36,24 +36,20 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
-from rlplace.cluster import Cluster, CommModel
+from rlplace.cluster import Cluster
 from rlplace.coarsen import GraphOptimizer, follow_forward, forward_part
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
 from rlplace.placers.fit import fit_to_memory
+from rlplace.placers.sct_lp import LP_METHODS, favorite_children
 from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, duration, hold_op_memory, hold_persistent,
                                   next_release, release_until, start)
 from rlplace.sim import simulate
-
-
-LP_METHODS = ("highs-ipm", "highs-ds", "highs")
 
 
 @dataclass
@@ -64,6 +60,7 @@ class _BaechiPlacer:
     coplacement: bool = True
     fusion: bool = True
     fusion_exact_check: bool = False
+    fusion_rule: str = "lossless"  # or "degree": §3.3's rule as written (rlplace.coarsen.fuse)
     forward_only: bool = True
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
@@ -96,7 +93,7 @@ class _BaechiPlacer:
             self.nodes_placed = graph.num_ops
             return self._place_work(graph, cluster, caps, False)
         coarse = GraphOptimizer(self.colocation, self.coplacement, self.fusion,
-                                self.fusion_exact_check).optimize(graph)
+                                self.fusion_exact_check, self.fusion_rule).optimize(graph)
         work = coarse.quotient()
         self.nodes_placed = work.num_ops
         return coarse.expand(self._place_work(work, cluster, caps, True)).device_of
@@ -169,7 +166,7 @@ class MSCTPlacer(_BaechiPlacer):
     relaxation of Eq. 2, rounded at ``sct_threshold`` (§4.3). A full device is excluded."""
 
     sct_threshold: float = 0.1
-    lp_method: str = "highs-ipm"  # Baechi §4.2 uses an interior-point method; "highs-ds" is faster here
+    lp_method: str = "simplex"  # the LP's optimum either way (sct_lp); "ipm": Baechi §4.2's interior point
 
     def _place_work(self, work, cluster, caps, optimized):
         if not 0 < self.sct_threshold <= 1:
@@ -179,65 +176,6 @@ class MSCTPlacer(_BaechiPlacer):
         fav = favorite_children(work, cluster.comm, float(cluster.speeds.mean()), self.sct_threshold,
                                 self.lp_method)
         return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), fav))
-
-
-def favorite_children(graph: OpGraph, comm: CommModel, speed: float = 1.0,
-                      threshold: float = 0.1, method: str = "highs-ipm") -> np.ndarray:
-    """The favorite child of each op (-1: none) from the LP relaxation of SCT's ILP (Eq. 2),
-    solved with HiGHS (``method``: its interior-point method by default, as Baechi §4.2).
-
-    Variables: x_e in [0, 1] per edge (0: the child is the favorite), start times s_i >= 0 and
-    the makespan w. Minimize w subject to s_i + p_i + c_e x_e <= s_j for e = i -> j,
-    s_i + p_i <= w (sinks suffice), sum of x over i's out-edges >= out-degree - 1 and over j's
-    in-edges >= in-degree - 1. Edges with x_e < threshold are favorite; where rounding gives an
-    op two favorites, the first edge (by source, then destination) wins."""
-    n = graph.num_ops
-    fav = np.full(n, -1, dtype=np.int64)
-    if graph.num_edges == 0:
-        return fav
-    pairs, inverse = np.unique(graph.edge_src * n + graph.edge_dst, return_inverse=True)
-    src, dst = pairs // n, pairs % n
-    m = len(pairs)
-    c = np.zeros(m)
-    np.maximum.at(c, inverse.reshape(-1), comm.transfer_time(graph.tensor_bytes[graph.edge_tensor]))
-    p = graph.compute_time / speed
-    scale = max(float(p.max()), float(c.max()))
-    if scale <= 0:
-        return fav
-    p, c = p / scale, c / scale
-    outdeg, indeg = np.bincount(src, minlength=n), np.bincount(dst, minlength=n)
-    sinks = np.flatnonzero(outdeg == 0)
-    multi_out, multi_in = np.flatnonzero(outdeg >= 2), np.flatnonzero(indeg >= 2)
-    s0, w = m, m + n  # column offsets of s and w; x comes first
-    e = np.arange(m)
-    out_row = np.full(n, -1)
-    out_row[multi_out] = m + len(sinks) + np.arange(len(multi_out))
-    in_row = np.full(n, -1)
-    in_row[multi_in] = m + len(sinks) + len(multi_out) + np.arange(len(multi_in))
-    eo, ei = e[out_row[src] >= 0], e[in_row[dst] >= 0]
-    rows = np.concatenate([e, e, e, m + np.arange(len(sinks)), m + np.arange(len(sinks)),
-                           out_row[src[eo]], in_row[dst[ei]]])
-    cols = np.concatenate([s0 + src, s0 + dst, e, s0 + sinks, np.full(len(sinks), w), eo, ei])
-    vals = np.concatenate([np.ones(m), -np.ones(m), c, np.ones(len(sinks)), -np.ones(len(sinks)),
-                           -np.ones(len(eo)), -np.ones(len(ei))])
-    nrows = m + len(sinks) + len(multi_out) + len(multi_in)
-    a_ub = sp.csr_matrix((vals, (rows, cols)), shape=(nrows, m + n + 1))
-    b_ub = np.concatenate([-p[src], -p[sinks], 1.0 - outdeg[multi_out], 1.0 - indeg[multi_in]])
-    objective = np.zeros(m + n + 1)
-    objective[w] = 1.0
-    upper = np.full(m + n + 1, np.inf)
-    upper[:m] = 1.0
-    res = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=np.column_stack([np.zeros(m + n + 1), upper]),
-                  method=method)
-    if res.x is None:
-        raise PlacementError(f"m_sct: the favorite-child LP of graph {graph.name!r} failed ({res.message})")
-    has_parent = np.zeros(n, dtype=bool)
-    for k in np.flatnonzero(res.x[:m] < threshold).tolist():
-        i, j = int(src[k]), int(dst[k])
-        if fav[i] < 0 and not has_parent[j]:
-            fav[i] = j
-            has_parent[j] = True
-    return fav
 
 
 def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: dict[str, np.ndarray],
