@@ -119,11 +119,50 @@ def test_fusion_ignores_colocation_and_placement_keeps_groups_whole():
     groups. The placers then apply colocation op by op (§6.1), so no group is split."""
     g = linear_regression()
     c = Cluster.homogeneous(2, 10**9)
-    cg = optimal_fusion(g, c)
+    cg = optimal_fusion(g, c, keep_parallelism=False)
     spans = [{g.colocation_group[i] for i in cg.members(grp)} - {None} for grp in range(cg.num_groups)]
     assert max(len(names) for names in spans) == 2
     for name in PLACERS:
         make_placer(name).place(g, c).validate(g, c)
+
+
+def serialised_and_saved(g: OpGraph, comm: CommModel, members: np.ndarray) -> tuple[float, float]:
+    """For one fused group: its compute minus its longest compute path, and the transfer time
+    of the edges inside it (plain loops over the group's members in topological order)."""
+    inside = set(members.tolist())
+    longest, saved = {}, 0.0
+    for i in sorted(inside, reverse=True):
+        tail = 0.0
+        for e in range(g.out_ptr[i], g.out_ptr[i + 1]):
+            j = int(g.edge_dst[e])
+            if j in inside:
+                tail = max(tail, longest[j])
+                saved += float(comm.transfer_time(g.edge_bytes[e]))
+        longest[i] = g.compute_time[i] + tail
+    return float(g.compute_time[members].sum()) - max(longest.values()), saved
+
+
+@pytest.mark.parametrize("latency", [0.0, 1e-4, 1.0])
+def test_fused_groups_serialise_no_more_compute_than_they_save(latency):
+    g = layered(600, seed=3)
+    c = Cluster.homogeneous(4, 10**12, CommModel(latency=latency, seconds_per_byte=1e-10))
+    cg = optimal_fusion(g, c)
+    for grp in range(cg.num_groups):
+        serialised, saved = serialised_and_saved(g, c.comm, cg.members(grp))
+        assert serialised <= saved * (1 + 1e-9) + 1e-12
+
+
+def test_fusion_keeps_parallelism_where_transfers_are_cheap():
+    """With free transfers only groups without parallel branches fuse, and the fused fork-join
+    keeps more of its parallelism than Algorithm 1 alone; with costly transfers the branches
+    fuse again."""
+    g = fork_join(branches=4, branch_length=5)
+    free = Cluster.homogeneous(2, 10**9)
+    kept = optimal_fusion(g, free)
+    alone = optimal_fusion(g, free, keep_parallelism=False)
+    assert kept.quotient().critical_path() < alone.quotient().critical_path()
+    costly = Cluster.homogeneous(2, 10**9, CommModel(latency=1.0))
+    assert optimal_fusion(g, costly).num_groups < kept.num_groups
 
 
 def test_colocation_follows_the_member_placed_first():
@@ -168,9 +207,11 @@ def test_merging_adjacent_ops_of_any_topological_order_makes_no_cycle(g, data):
 def test_fusion_stats_on_a_layered_graph():
     g = layered(3000, seed=2)
     c = load_preset("baechi_2080")
-    s = fusion_stats(g, c)
+    s = fusion_stats(g, c, keep_parallelism=False)  # Algorithm 1 as the paper has it
     assert s.nodes_before == 3000 and s.ccr_before == pytest.approx(g.ccr(c.comm))
     assert 15 <= s.nodes_after < 100 and s.ccr_after < s.ccr_before / 3
+    kept = fusion_stats(g, c)  # this graph's CCR is low: fusing less keeps its parallelism
+    assert s.nodes_after < kept.nodes_after < 3000 and kept.ccr_after < kept.ccr_before
 
 
 # ------------------------------------------------------------------------------------ placers
