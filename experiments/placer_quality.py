@@ -38,6 +38,8 @@ from rlplace.placers import available_placers, make_placer
 from rlplace.sim import lower_bound, simulate
 from rlplace.zoo import default_profile_path, layered, load_baechi_profile
 
+from experiments.tables.common import json_default
+
 RESULTS = Path(__file__).parent / "results"
 MIB, GIB = 2**20, 2**30
 
@@ -396,14 +398,6 @@ def markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _json_default(x):
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    raise TypeError(type(x).__name__)
-
-
 # ------------------------------------------------------------------------------ main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -463,7 +457,7 @@ def main() -> None:
     results = {"settings": settings, "placers": [{"label": l, "name": n, "options": o} for l, n, o in placers],
                "run_time_s": sum(g["time"] for g in graphs), "graphs": graphs, "summary": summary(graphs)}
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1, default=_json_default))
+    path.write_text(json.dumps(results, indent=1, default=json_default))
     text = markdown(results)
     (args.out_dir / f"{stem}.md").write_text(text)
     print(text)

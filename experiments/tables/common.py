@@ -160,7 +160,7 @@ class TableOutput:
         (out_dir / f"{self.name}.md").write_text(self.markdown())
         (out_dir / "results.json").write_text(json.dumps(
             {"table": self.name, "title": self.title, "setting": self.setting, "records": self.records,
-             "claims": [v.as_dict() for v in self.verdicts]}, indent=1, default=_json_default))
+             "claims": [v.as_dict() for v in self.verdicts]}, indent=1, default=json_default))
 
 
 def update_why(out_dir: Path, table: Mapping[str, Any]) -> str:
@@ -178,7 +178,8 @@ def update_why(out_dir: Path, table: Mapping[str, Any]) -> str:
     return text
 
 
-def _json_default(x):
+def json_default(x):
+    """``json.dumps``' default for numpy scalars and arrays."""
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, np.ndarray):
