@@ -25,9 +25,8 @@ def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
                   cluster: Cluster, budget: np.ndarray, rounds: int) -> np.ndarray:
     """``place(budget)`` -> (one device per op, the peak bytes the placer planned per device),
     placed with ``budget`` bytes per device. Tries at most ``rounds`` budgets (the first as
-    given) and returns the first placement that fits, or the one that overflows least (it
-    stops early when a round overflows no less than the best so far); ``rounds <= 1`` places
-    once without checking."""
+    given) and returns the first placement that fits, or the one that overflows least;
+    ``rounds <= 1`` places once without checking."""
     device, planned = place(budget)
     if rounds <= 1:
         return device
@@ -37,9 +36,8 @@ def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
         over = np.maximum(peak - cluster.memory, 0)
         if not over.any():
             return device
-        if best_over is not None and over.sum() >= best_over:
-            break  # the corrected budget did not help: more rounds will not either
-        best, best_over = device, over.sum()
+        if best_over is None or over.sum() < best_over:
+            best, best_over = device, over.sum()
         short = over > 0
         budget = budget.copy()
         budget[short] = np.minimum(budget[short] - 1,
