@@ -73,15 +73,17 @@ class _BaechiPlacer:
             raise ConfigError(f"{type(self).__name__}: memory_rounds must be an integer >= 1, "
                               f"got {self.memory_rounds!r}")
         caps = np.floor(cluster.memory * self.memory_fraction).astype(np.int64)
-        single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
+        single_peak = None  # of the whole step on one device, where forward-only placement may apply
+        if self.forward_only and np.any(graph.forward_op >= 0):
+            single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
         return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, single_peak),
                                        graph, cluster, caps, self.memory_rounds))
 
     def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray,
-                      single_peak: int) -> tuple[np.ndarray, np.ndarray]:
+                      single_peak: int | None) -> tuple[np.ndarray, np.ndarray]:
         """One device per op within ``caps``, and the peak bytes per device the placer planned."""
         self.planned_peak = caps  # m-TOPO's plan is its cap; the list schedulers set their own
-        if self.forward_only and np.any(graph.forward_op >= 0) and single_peak <= caps.min():
+        if single_peak is not None and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
             sub, keep = forward_part(graph)
             return follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps)), self.planned_peak

@@ -114,14 +114,10 @@ class Model(NamedTuple):
     slots: Slots
 
 
+@functools.lru_cache(maxsize=16)
 def graph_arrays(graph: OpGraph, comm: CommModel) -> Graph:
     """The read-only part of a model of ``graph`` with interconnect ``comm``; the last few are
     kept (an OpGraph never changes), so simulating many placements of one graph builds it once."""
-    return _graph_arrays(graph, comm)
-
-
-@functools.lru_cache(maxsize=16)
-def _graph_arrays(graph: OpGraph, comm: CommModel) -> Graph:
     ntensor = len(graph.tensor_src)
     frozen = [np.where(graph.tensor_port >= 0, graph.tensor_bytes, 0).astype(np.int64),
               np.asarray(comm.transfer_time(graph.tensor_bytes), dtype=np.float64).reshape(ntensor),
