@@ -210,7 +210,7 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
 
 
 # ------------------------------------------------------------------------------ the policy loop
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _earliest(graph, ops, transfers, sent, channels, op, d, not_before, scratch):  # pragma: no cover - compiled
     """Eq. 1 on device ``d`` without the device's own availability: when ``op``'s inputs can be
     there (§3.4: after the queued transfers), and not before ``d`` next releases memory where it

@@ -81,7 +81,7 @@ def record_transfer(transfers, sent, tensor, dst, begin, end, ndev):  # pragma: 
     return x
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def arrival(graph, ops, transfers, sent, channels, op, d, scratch):  # pragma: no cover - compiled
     """When every input of ``op`` would be on device ``d`` if ``op`` went there now (Baechi
     Eq. 1's second term): a tensor made there or already sent there counts as it is; the others
