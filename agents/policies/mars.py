@@ -133,13 +133,16 @@ class SegmentSeq2SeqPlacer(nn.Module):
         S, L, H = memory.shape
         hx, cx = (part[:, None, :].expand(S, k, H) for part in init)
         prev = torch.full((S, k), self.num_devices, dtype=torch.long)
-        unit_gates = self.unit_gates(memory)                      # [S, L, 4H], shared by the k samples
+        keys = (memory @ self.query.weight).transpose(1, 2)      # query(h)·m = h·(W_q m): [S, H, L]
+        # One [S, 4H] slice per step: indexing a tensor per step would cost a zero-filled
+        # gradient of the whole tensor per step in the backward pass.
+        unit_gates = self.unit_gates(memory).unbind(1)            # shared by the k samples
         padding = ~valid[:, None, :]
         chosen, logits = [], []
         for t in range(L):
-            scores = torch.bmm(self.query(hx), memory.transpose(1, 2)).masked_fill(padding, -math.inf)
+            scores = torch.bmm(hx, keys).masked_fill(padding, -math.inf)
             context = torch.bmm(torch.softmax(scores, dim=-1), memory)
-            gates = (unit_gates[:, None, t] + self.device_gates(prev)
+            gates = (unit_gates[t][:, None] + self.device_gates(prev)
                      + self.recurrent_gates(torch.cat([hx, context], dim=-1)))
             i, f, g, o = gates.chunk(4, dim=-1)
             cx = torch.sigmoid(f) * cx + torch.sigmoid(i) * torch.tanh(g)
