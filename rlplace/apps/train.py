@@ -52,17 +52,14 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         plots=cfg.plots)
     print(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
           f"({cluster.num_devices} devices); output in {out_dir}")
-    start_step = 0
-    if cfg.resume and (out_dir / "checkpoint.pt").is_file():
-        start_step = torch.load(out_dir / "checkpoint.pt", weights_only=False)["progress"]["evaluated"]
-    logger = make_logger(cfg.logger.name, out_dir, start_step, **_logger_options(cfg))
+    logger_options = _logger_options(cfg)
     backend = None
     try:
         backend = make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options),
                                         workers=cfg.backend.get("workers", 1), **OmegaConf.to_container(cfg.ray))
-        summary = train(graph, cluster, backend, config, out_dir, logger)
+        summary = train(graph, cluster, backend, config, out_dir,
+                        lambda start_step: make_logger(cfg.logger.name, out_dir, start_step, **logger_options))
     finally:
-        logger.close()
         if hasattr(backend, "close"):
             backend.close()
     if not summary.get("stopped"):
