@@ -10,7 +10,7 @@ Evaluation goes through the Gymnasium API: the k samples of a step through the v
 environment (``rlplace.envs.PlacementVectorEnv``, same-step autoreset), which hands their
 placements to the backend as one batch, so that a parallel backend (``rlplace.distributed``)
 evaluates them concurrently; or through the single environment when k = 1. Every
-``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` holds all that the run depends
+``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` (``rlplace.agents.checkpoint``) holds all that the run depends
 on (policy, optimizer and algorithm state, the sampling generator, torch's and numpy's global
 RNG states, the counters, the best placement and the curve): ``resume=True`` continues from it
 exactly as if the run had not stopped. At the end: ``best_placement.json``
@@ -153,6 +153,8 @@ def flushed_subnormals():
 def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfig, out_dir: Path,
            open_logger: Callable[[int], Logger] | None) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = out_dir / CHECKPOINT
+    saved = _resumable(checkpoint, config, graph, cluster) if config.resume else None
     env_options = {"mode": "one_shot", **config.env}
     problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
     policy = make_policy(config.agent, problem, seed=config.seed, **config.policy)
@@ -160,11 +162,8 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
     generator = torch.Generator().manual_seed(config.seed)
     progress = Progress()
 
-    checkpoint = out_dir / CHECKPOINT
-    if config.resume and checkpoint.is_file():
-        progress = _load_checkpoint(checkpoint, policy, algorithm, generator, config, problem)
-    elif config.resume:
-        raise ConfigError(f"resume=true but there is no {checkpoint} (run in the same hydra.run.dir)")
+    if saved is not None:
+        progress = _restore(checkpoint, saved, policy, algorithm, generator, config)
     else:
         torch.manual_seed(config.seed)
         np.random.seed(config.seed)
@@ -288,16 +287,24 @@ def _save_checkpoint(path: Path, policy, algorithm, generator: torch.Generator, 
         problem=problem_identity(problem.graph, problem.cluster)))
 
 
-def _load_checkpoint(path: Path, policy, algorithm, generator: torch.Generator, config: TrainConfig,
-                     problem: PlacementEnv) -> Progress:
-    """Continue the run saved in ``path``; a checkpoint of another agent or problem is a
-    CheckpointError before anything is changed."""
+def _resumable(path: Path, config: TrainConfig, graph: OpGraph, cluster: Cluster) -> Checkpoint:
+    """The checkpoint a resumed run continues from, when it is this run's: a checkpoint of
+    another agent or problem is a CheckpointError before anything is built or written."""
+    if not path.is_file():
+        raise ConfigError(f"resume=true but there is no {path} (run in the same hydra.run.dir)")
     saved = read_checkpoint(path)
     if saved.agent != config.agent:
         raise CheckpointError(f"{path}: holds a {saved.agent!r} policy, not {config.agent!r}")
-    here = problem_identity(problem.graph, problem.cluster)
+    here = problem_identity(graph, cluster)
     if saved.problem != here:
         raise CheckpointError(f"{path}: saved for {_problem_words(saved.problem)}, not for {_problem_words(here)}")
+    return saved
+
+
+def _restore(path: Path, saved: Checkpoint, policy, algorithm, generator: torch.Generator,
+             config: TrainConfig) -> Progress:
+    """Continue the run saved in ``saved``; a checkpoint that does not fit the freshly built
+    policy and algorithm (other options) is a CheckpointError."""
     check_fits(path, saved.policy, policy.state_dict(), f"a {config.agent} policy with other options?")
     try:
         progress = Progress(**saved.progress)

@@ -9,6 +9,7 @@ run directory.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import hydra
@@ -16,7 +17,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rlplace.apps.common import run_app, user_errors
+from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors
 from rlplace.cluster import Cluster
 from rlplace.distributed import make_parallel_backend
 from rlplace.errors import ConfigError
@@ -24,6 +25,7 @@ from rlplace.graph import OpGraph
 from rlplace.presets import instantiate_node
 
 PROG = "rlplace-train"
+log = logging.getLogger(__name__)
 
 
 def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
@@ -50,7 +52,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, stop_after_updates=cfg.stop_after_updates,
         init_checkpoint=cfg.init_checkpoint, warm_start=warm_start, seed=cfg.seed, progress=cfg.progress,
         plots=cfg.plots)
-    print(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
+    log.info(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
           f"({cluster.num_devices} devices); output in {out_dir}")
     logger_options = _logger_options(cfg)
     backend = None
@@ -66,7 +68,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         final = summary.get("final_evaluation")
         best = f"{final['step_time'] * 1e3:.3f} ms" if final else "none valid"
         retries = f", {summary['evaluation_retries']} re-run on another worker" if "evaluation_retries" in summary else ""
-        print(f"best step time {best} after {summary['evaluated']} placements "
+        log.info(f"best step time {best} after {summary['evaluated']} placements "
               f"({summary['placements_per_second']:.1f}/s{retries}); results in {out_dir}")
     return summary
 
@@ -81,7 +83,11 @@ def _logger_options(cfg: DictConfig) -> dict:
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="train")
 def _hydra_main(cfg: DictConfig) -> None:
     with user_errors(PROG):
-        train_from_config(cfg, Path(HydraConfig.get().runtime.output_dir))
+        out_dir = Path(HydraConfig.get().runtime.output_dir)
+        if not cfg.resume:
+            refuse_to_overwrite(out_dir, "results.json", "checkpoint.pt",
+                                hint="resume=true continues it; or give another hydra.run.dir")
+        train_from_config(cfg, out_dir)
 
 
 def main() -> None:
