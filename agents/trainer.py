@@ -10,10 +10,10 @@ Evaluation goes through the Gymnasium API: the k samples of a step through the v
 environment (``rlplace.envs.PlacementVectorEnv``, same-step autoreset), which hands their
 placements to the backend as one batch, so that a parallel backend (``rlplace.distributed``)
 evaluates them concurrently; or through the single environment when k = 1. Every
-``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` (``rlplace.agents.checkpoint``) holds all that the run depends
-on (policy, optimizer and algorithm state, the sampling generator, torch's and numpy's global
-RNG states, the counters, the best placement and the curve): ``resume=True`` continues from it
-exactly as if the run had not stopped. At the end: ``best_placement.json``
+``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` (``rlplace.agents.checkpoint``)
+holds all that the run depends on (policy, optimizer and algorithm state, the sampling
+generator, torch's and numpy's global RNG states, the counters, the best placement and the
+curve): ``resume=True`` continues from it exactly as if the run had not stopped. At the end: ``best_placement.json``
 (evaluated once more by the backend), ``results.json`` and ``training_curve.png``.
 """
 
