@@ -80,11 +80,13 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     try:
         state = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
-        refused = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        refused = re.search(r"GLOBAL (\S+)", str(exc))
         if refused:
             raise CheckpointError(f"{path}: refused: it names {refused.group(1)}, and a checkpoint may hold only "
                                   "tensors and plain data (nothing in it was run)") from None
-        raise CheckpointError(f"{path}: not a readable checkpoint ({first_line(exc)})") from None
+        detail = re.search(r"WeightsUnpickler error: (.+)", str(exc))
+        raise CheckpointError(f"{path}: not a readable checkpoint, truncated or corrupt "
+                              f"({detail.group(1)[:200] if detail else first_line(exc)})") from None
     except Exception as exc:  # noqa: BLE001  (any failure to parse the bytes: truncated, corrupt, not torch)
         raise CheckpointError(f"{path}: not a readable checkpoint, truncated or corrupt "
                               f"({type(exc).__name__}: {first_line(exc)})") from None
