@@ -4,6 +4,7 @@ in every app path, with the run's files left as they were."""
 
 import logging
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -63,10 +64,10 @@ def corrupt(valid: Path, path: Path, kind: str, marker: Path) -> Path:
     return path
 
 
-def test_a_planted_payload_runs_with_weights_only_false(valid, tmp_path):
-    """The payload is real: the unsafe load of old creates the marker."""
+def test_the_planted_payload_is_real(tmp_path):
+    """Unpickled as the old reader did (pickle, no allow-list), it runs."""
     marker = tmp_path / "ran"
-    torch.load(planted(valid, tmp_path / "evil.pt", marker), weights_only=False)
+    pickle.loads(pickle.dumps(Payload(marker)))
     assert marker.exists()
 
 
