@@ -39,9 +39,9 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
     backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options, resolve=True))
     stats = graph.stats(cluster.comm)
     log.info(f"graph {graph.name}: {stats.num_ops} ops, {stats.num_edges} edges, compute "
-          f"{stats.total_compute * 1e3:.3f} ms, critical path {stats.critical_path * 1e3:.3f} ms, "
-          f"CCR {stats.ccr:.3f}; cluster {cluster.name or ''}: {cluster.num_devices} devices, "
-          f"{cluster.comm.mode} transfers")
+             f"{stats.total_compute * 1e3:.3f} ms, critical path {stats.critical_path * 1e3:.3f} ms, "
+             f"CCR {stats.ccr:.3f}; cluster {cluster.name or ''}: {cluster.num_devices} devices, "
+             f"{cluster.comm.mode} transfers")
 
     placer_options = OmegaConf.to_container(cfg.placer_options)
     placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {})))

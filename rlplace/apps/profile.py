@@ -55,9 +55,9 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
                "step_time": result.step_time, "memory": stats.total_memory,
                "colocation_groups": len(graph.colocation_groups)}
     log.info(f"{graph.name}: {graph.num_ops} ops ({result.measured_ops} measured), {graph.num_edges} "
-          f"edges, {len(graph.colocation_groups)} colocation groups; per-op compute sum "
-          f"{stats.total_compute * 1e3:.3f} ms, traced step {result.step_time * 1e3:.3f} ms; "
-          f"memory {stats.total_memory / 2**20:.1f} MiB -> {path}")
+             f"edges, {len(graph.colocation_groups)} colocation groups; per-op compute sum "
+             f"{stats.total_compute * 1e3:.3f} ms, traced step {result.step_time * 1e3:.3f} ms; "
+             f"memory {stats.total_memory / 2**20:.1f} MiB -> {path}")
 
     if cfg.standard_eval.batch_sizes:
         def build(batch: int):
@@ -69,8 +69,8 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
         summary["standard_eval"] = se.as_dict()
         if se.memory_deviation is not None:
             log.info(f"standard evaluation {se.batch_sizes} -> {se.target_batch}: mean relative "
-                  f"deviation memory {se.memory_deviation:.2%} ({se.ops_compared['memory']} ops), "
-                  f"time {se.time_deviation:.2%} ({se.ops_compared['time']} ops)")
+                     f"deviation memory {se.memory_deviation:.2%} ({se.ops_compared['memory']} ops), "
+                     f"time {se.time_deviation:.2%} ({se.ops_compared['time']} ops)")
     (out_dir / "profile.json").write_text(json.dumps(summary, indent=1))
     return summary
 

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
-    from rlplace.agents.loggers import make_logger
+    from rlplace.agents.loggers import check_logger, make_logger
     from rlplace.agents.trainer import TrainConfig, train
     from rlplace.agents.warmstart import WarmStartConfig
 
@@ -53,8 +53,9 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         init_checkpoint=cfg.init_checkpoint, warm_start=warm_start, seed=cfg.seed, progress=cfg.progress,
         plots=cfg.plots)
     log.info(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
-          f"({cluster.num_devices} devices); output in {out_dir}")
+             f"({cluster.num_devices} devices); output in {out_dir}")
     logger_options = _logger_options(cfg)
+    check_logger(cfg.logger.name, **logger_options)
     backend = None
     try:
         backend = make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options),
@@ -69,7 +70,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         best = f"{final['step_time'] * 1e3:.3f} ms" if final else "none valid"
         retries = f", {summary['evaluation_retries']} re-run on another worker" if "evaluation_retries" in summary else ""
         log.info(f"best step time {best} after {summary['evaluated']} placements "
-              f"({summary['placements_per_second']:.1f}/s{retries}); results in {out_dir}")
+                 f"({summary['placements_per_second']:.1f}/s{retries}); results in {out_dir}")
     return summary
 
 
