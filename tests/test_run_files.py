@@ -4,7 +4,6 @@ results, and the run's log lines (errors included) are in <run dir>/<app>.log.""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 AT_A_FIXED_TIME = """
 import datetime, sys

@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 
 from rlplace.errors import ConfigError, RlplaceError
 
-OmegaConf.register_new_resolver("rlplace.pid", os.getpid, replace=True)  # unique run directories
+# unique run directories (conf/run.yaml); cached, so that the jobs of a sweep share its directory
+OmegaConf.register_new_resolver("rlplace.pid", os.getpid, replace=True, use_cache=True)
 
 _task_started = False
 
