@@ -6,6 +6,7 @@ after ``start_step`` (logged by the killed run after its last checkpoint) are dr
 from __future__ import annotations
 
 import csv
+import inspect
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -86,10 +87,17 @@ class WandbLogger:
 LOGGERS = {"csv": CsvLogger, "tensorboard": TensorBoardLogger, "wandb": WandbLogger}
 
 
-def make_logger(name: str, out_dir: Path, start_step: int = 0, **options) -> Logger:
+def check_logger(name: str, **options) -> None:
+    """A ConfigError for an unknown logger or options it does not take, before anything is
+    opened (a run checks its logger at the start and opens it once its checkpoint is read)."""
     if name not in LOGGERS:
         raise ConfigError(f"unknown logger {name!r} (known: {', '.join(sorted(LOGGERS))})")
     try:
-        return LOGGERS[name](Path(out_dir), start_step, **options)
+        inspect.signature(LOGGERS[name]).bind(Path(), 0, **options)
     except TypeError as exc:
         raise ConfigError(f"logger {name!r}: bad options {sorted(options)} ({exc})") from None
+
+
+def make_logger(name: str, out_dir: Path, start_step: int = 0, **options) -> Logger:
+    check_logger(name, **options)
+    return LOGGERS[name](Path(out_dir), start_step, **options)

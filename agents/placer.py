@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
+from rlplace.agents.checkpoint import check_fits, read_checkpoint
 from rlplace.agents.policies import POLICIES, make_policy
 from rlplace.agents.trainer import copy_parameters
 from rlplace.backends import SimBackend
 from rlplace.cluster import Cluster
-from rlplace.errors import ConfigError
+from rlplace.errors import CheckpointError, ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 
@@ -30,12 +29,10 @@ class PolicyPlacer:
         if agent not in POLICIES:
             raise ConfigError(f"placer {agent}:{checkpoint}: unknown agent {agent!r} (known: {', '.join(POLICIES)})")
         self.agent, self.checkpoint = agent, Path(checkpoint).expanduser()
-        if not self.checkpoint.is_file():
-            raise ConfigError(f"placer {agent}:{checkpoint}: no such checkpoint file {self.checkpoint}")
-        self.state = torch.load(self.checkpoint, weights_only=False, map_location="cpu")
-        if self.state.get("agent") != agent:
-            raise ConfigError(f"placer {agent}:{checkpoint}: the checkpoint holds a "
-                              f"{self.state.get('agent', 'pre-placer')!r} policy, not {agent!r}")
+        self.state = read_checkpoint(self.checkpoint)
+        if self.state.agent != agent:
+            raise CheckpointError(f"placer {agent}:{checkpoint}: the checkpoint holds a "
+                                  f"{self.state.agent!r} policy, not {agent!r}")
 
     @classmethod
     def from_spec(cls, spec: str) -> PolicyPlacer:
@@ -45,17 +42,13 @@ class PolicyPlacer:
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         from rlplace.envs import PlacementEnv
 
-        env = PlacementEnv(graph, cluster, SimBackend(), **self.state["env"])
-        options = dict(self.state["policy_options"])
+        env = PlacementEnv(graph, cluster, SimBackend(), **self.state.env)
+        options = dict(self.state.policy_options)
         if "pretrain" in options:
             options["pretrain"] = False  # the trained encoder weights are loaded below
         policy = make_policy(self.agent, env, **options)
-        trained = self.state["policy"]
-        skipped = copy_parameters(policy, trained)
-        if skipped:
-            name = skipped[0]
-            found = tuple(trained[name].shape) if name in trained else "none"
-            raise ConfigError(f"placer {self.agent}:{self.checkpoint}: parameter {name} is "
-                              f"{tuple(dict(policy.named_parameters())[name].shape)} for graph {graph.name} "
-                              f"but {found} in the checkpoint (trained on another graph or cluster?)")
+        check_fits(self.checkpoint, self.state.policy, dict(policy.named_parameters()),
+                   f"a {self.agent} policy for graph {graph.name}: trained on another graph or cluster?",
+                   extra_ok=True)
+        copy_parameters(policy, self.state.policy)
         return env.units.expand(policy.greedy().cpu().numpy())

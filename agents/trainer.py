@@ -10,10 +10,10 @@ Evaluation goes through the Gymnasium API: the k samples of a step through the v
 environment (``rlplace.envs.PlacementVectorEnv``, same-step autoreset), which hands their
 placements to the backend as one batch, so that a parallel backend (``rlplace.distributed``)
 evaluates them concurrently; or through the single environment when k = 1. Every
-``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` holds all that the run depends
-on (policy, optimizer and algorithm state, the sampling generator, torch's and numpy's global
-RNG states, the counters, the best placement and the curve): ``resume=True`` continues from it
-exactly as if the run had not stopped. At the end: ``best_placement.json``
+``checkpoint_every`` updates, ``checkpoint.pt`` in ``out_dir`` (``rlplace.agents.checkpoint``)
+holds all that the run depends on (policy, optimizer and algorithm state, the sampling
+generator, torch's and numpy's global RNG states, the counters, the best placement and the
+curve): ``resume=True`` continues from it exactly as if the run had not stopped. At the end: ``best_placement.json``
 (evaluated once more by the backend), ``results.json`` and ``training_curve.png``.
 """
 
@@ -25,7 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -35,6 +35,8 @@ from tqdm import tqdm
 import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
 from rlplace.agents.algos import make_algorithm
 from rlplace.agents.base import Batch
+from rlplace.agents.checkpoint import (Checkpoint, check_fits, first_line, numpy_rng_state, problem_identity,
+                                       read_checkpoint, set_numpy_rng_state, write_checkpoint)
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
 from rlplace.agents.warmstart import (WarmStartConfig, behaviour_clone, heuristic_actions,
@@ -42,7 +44,7 @@ from rlplace.agents.warmstart import (WarmStartConfig, behaviour_clone, heuristi
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
-from rlplace.errors import ConfigError
+from rlplace.errors import CheckpointError, ConfigError
 from rlplace.graph import OpGraph
 from rlplace.report import plot_training_curve
 
@@ -125,11 +127,14 @@ class Evaluator:
 
 
 def train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfig, out_dir: str | Path,
-          logger: Logger | None = None) -> dict[str, Any]:
+          open_logger: Callable[[int], Logger] | None = None) -> dict[str, Any]:
     """Train ``config.agent`` on (graph, cluster); returns the summary written to results.json
-    (or, when ``stop_after_updates`` stopped the run, the summary so far with ``stopped``)."""
+    (or, when ``stop_after_updates`` stopped the run, the summary so far with ``stopped``).
+    ``open_logger(start_step)`` opens the metrics logger (and closes it at the end) once a
+    resumed checkpoint has been checked: a checkpoint that does not fit leaves every file of
+    the run as it was."""
     with flushed_subnormals():
-        return _train(graph, cluster, backend, config, Path(out_dir), logger)
+        return _train(graph, cluster, backend, config, Path(out_dir), open_logger)
 
 
 @contextmanager
@@ -146,8 +151,10 @@ def flushed_subnormals():
 
 
 def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfig, out_dir: Path,
-           logger: Logger | None) -> dict[str, Any]:
+           open_logger: Callable[[int], Logger] | None) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = out_dir / CHECKPOINT
+    saved = _resumable(checkpoint, config, graph, cluster) if config.resume else None
     env_options = {"mode": "one_shot", **config.env}
     problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
     policy = make_policy(config.agent, problem, seed=config.seed, **config.policy)
@@ -155,11 +162,8 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
     generator = torch.Generator().manual_seed(config.seed)
     progress = Progress()
 
-    checkpoint = out_dir / CHECKPOINT
-    if config.resume and checkpoint.is_file():
-        progress = _load_checkpoint(checkpoint, policy, algorithm, generator)
-    elif config.resume:
-        raise ConfigError(f"resume=true but there is no {checkpoint} (run in the same hydra.run.dir)")
+    if saved is not None:
+        progress = _restore(checkpoint, saved, policy, algorithm, generator, config)
     else:
         torch.manual_seed(config.seed)
         np.random.seed(config.seed)
@@ -167,39 +171,50 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
             progress.warm_start.update(load_matching_weights(policy, config.init_checkpoint))
         _warm_start(problem, policy, algorithm, config, progress)
 
-    evaluator = Evaluator({"graph": graph, "cluster": cluster, "backend": backend, **env_options},
-                          config.samples, config.seed)
-    bar = tqdm(total=config.budget_placements, initial=progress.evaluated, unit="placement",
-               disable=not config.progress, desc=f"{config.agent} on {graph.name}")
-    updates_this_run, stopped = 0, False
-    start = time.perf_counter() - progress.elapsed
-    while not _spent(config, progress):
-        sample = policy.sample(config.samples, generator)
-        actions = sample.actions.detach().cpu().numpy()
-        rewards, step_times, valid = evaluator.evaluate(actions)
-        batch = Batch(sample, torch.as_tensor(rewards, dtype=torch.float32),
-                      torch.as_tensor(step_times, dtype=torch.float64), torch.as_tensor(valid))
-        stats = algorithm.update(policy, batch)
-        for j in range(config.samples):
-            progress.record(actions[j], step_times[j], valid[j])
-        progress.updates += 1
-        updates_this_run += 1
-        progress.elapsed = time.perf_counter() - start
+    with _opened(open_logger, progress.evaluated if config.resume else 0) as logger:
+        evaluator = Evaluator({"graph": graph, "cluster": cluster, "backend": backend, **env_options},
+                              config.samples, config.seed)
+        bar = tqdm(total=config.budget_placements, initial=progress.evaluated, unit="placement",
+                   disable=not config.progress, desc=f"{config.agent} on {graph.name}")
+        updates_this_run, stopped = 0, False
+        start = time.perf_counter() - progress.elapsed
+        while not _spent(config, progress):
+            sample = policy.sample(config.samples, generator)
+            actions = sample.actions.detach().cpu().numpy()
+            rewards, step_times, valid = evaluator.evaluate(actions)
+            batch = Batch(sample, torch.as_tensor(rewards, dtype=torch.float32),
+                          torch.as_tensor(step_times, dtype=torch.float64), torch.as_tensor(valid))
+            stats = algorithm.update(policy, batch)
+            for j in range(config.samples):
+                progress.record(actions[j], step_times[j], valid[j])
+            progress.updates += 1
+            updates_this_run += 1
+            progress.elapsed = time.perf_counter() - start
+            if logger is not None:
+                logger.log(_metrics(batch, stats, progress), step=progress.evaluated)
+            bar.update(config.samples)
+            bar.set_postfix(best_ms=f"{progress.best_step_time * 1e3:.3f}")
+            if progress.updates % config.checkpoint_every == 0:
+                _save_checkpoint(checkpoint, policy, algorithm, generator, progress, config, env_options, problem)
+            if config.stop_after_updates is not None and updates_this_run >= config.stop_after_updates:
+                stopped = True
+                break
+        bar.close()
+        evaluator.close()
+        if stopped:
+            return {"stopped": True, **_summary(progress)}
+        _save_checkpoint(checkpoint, policy, algorithm, generator, progress, config, env_options, problem)
+        return _finish(problem, policy, progress, out_dir, config)
+
+
+@contextmanager
+def _opened(open_logger: Callable[[int], Logger] | None, start_step: int):
+    logger = open_logger(start_step) if open_logger is not None else None
+    try:
+        yield logger
+    finally:
         if logger is not None:
-            logger.log(_metrics(batch, stats, progress), step=progress.evaluated)
-        bar.update(config.samples)
-        bar.set_postfix(best_ms=f"{progress.best_step_time * 1e3:.3f}")
-        if progress.updates % config.checkpoint_every == 0:
-            _save_checkpoint(checkpoint, policy, algorithm, generator, progress, config, env_options)
-        if config.stop_after_updates is not None and updates_this_run >= config.stop_after_updates:
-            stopped = True
-            break
-    bar.close()
-    evaluator.close()
-    if stopped:
-        return {"stopped": True, **_summary(progress)}
-    _save_checkpoint(checkpoint, policy, algorithm, generator, progress, config, env_options)
-    return _finish(problem, policy, progress, out_dir, config)
+            logger.close()
 
 
 # ---------------------------------------------------------------------------------- pieces
@@ -263,26 +278,49 @@ def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, co
 
 
 def _save_checkpoint(path: Path, policy, algorithm, generator: torch.Generator, progress: Progress,
-                     config: TrainConfig, env_options: dict[str, Any]) -> None:
-    """Also what rebuilds the policy elsewhere (``rlplace.agents.placer``): agent, policy
-    options and the environment options (the graph and cluster objects left out)."""
+                     config: TrainConfig, env_options: dict[str, Any], problem: PlacementEnv) -> None:
     env = {k: v for k, v in env_options.items() if k not in ("graph", "cluster", "backend")}
-    state = {"policy": policy.state_dict(), "algorithm": algorithm.state_dict(), "generator": generator.get_state(),
-             "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "progress": asdict(progress),
-             "agent": config.agent, "policy_options": config.policy, "env": env}
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)  # a kill while writing leaves the previous checkpoint intact
+    write_checkpoint(path, Checkpoint(
+        agent=config.agent, policy=policy.state_dict(), algorithm=algorithm.state_dict(),
+        generator=generator.get_state(), torch_rng=torch.get_rng_state(), numpy_rng=numpy_rng_state(),
+        progress=asdict(progress), policy_options=config.policy, env=env,
+        problem=problem_identity(problem.graph, problem.cluster)))
 
 
-def _load_checkpoint(path: Path, policy, algorithm, generator: torch.Generator) -> Progress:
-    state = torch.load(path, weights_only=False)
-    policy.load_state_dict(state["policy"])
-    algorithm.load_state_dict(state["algorithm"])
-    generator.set_state(state["generator"])
-    torch.set_rng_state(state["torch_rng"])
-    np.random.set_state(state["numpy_rng"])
-    return Progress(**state["progress"])
+def _resumable(path: Path, config: TrainConfig, graph: OpGraph, cluster: Cluster) -> Checkpoint:
+    """The checkpoint a resumed run continues from, when it is this run's: a checkpoint of
+    another agent or problem is a CheckpointError before anything is built or written."""
+    if not path.is_file():
+        raise ConfigError(f"resume=true but there is no {path} (run in the same hydra.run.dir)")
+    saved = read_checkpoint(path)
+    if saved.agent != config.agent:
+        raise CheckpointError(f"{path}: holds a {saved.agent!r} policy, not {config.agent!r}")
+    here = problem_identity(graph, cluster)
+    if saved.problem != here:
+        raise CheckpointError(f"{path}: saved for {_problem_words(saved.problem)}, not for {_problem_words(here)}")
+    return saved
+
+
+def _restore(path: Path, saved: Checkpoint, policy, algorithm, generator: torch.Generator,
+             config: TrainConfig) -> Progress:
+    """Continue the run saved in ``saved``; a checkpoint that does not fit the freshly built
+    policy and algorithm (other options) is a CheckpointError."""
+    check_fits(path, saved.policy, policy.state_dict(), f"a {config.agent} policy with other options?")
+    try:
+        progress = Progress(**saved.progress)
+        policy.load_state_dict(saved.policy)
+        algorithm.load_state_dict(saved.algorithm)
+        generator.set_state(saved.generator)
+        torch.set_rng_state(saved.torch_rng)
+        set_numpy_rng_state(saved.numpy_rng)
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: does not fit this run ({type(exc).__name__}: {first_line(exc)})") from None
+    return progress
+
+
+def _problem_words(problem: dict[str, Any]) -> str:
+    return (f"graph {problem.get('graph')!r} ({problem.get('ops')} ops, {problem.get('edges')} edges) on "
+            f"{problem.get('devices')} devices")
 
 
 def load_matching_weights(policy, path: str | Path) -> dict[str, float]:
@@ -290,10 +328,7 @@ def load_matching_weights(policy, path: str | Path) -> dict[str, float]:
     another graph) wherever name and shape match; graph-specific tensors keep their fresh
     values, and buffers (the graph's own features) are never copied. Returns how many
     parameters were copied and skipped."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"init_checkpoint: no such file {path}")
-    skipped = copy_parameters(policy, torch.load(path, weights_only=False)["policy"])
+    skipped = copy_parameters(policy, read_checkpoint(path).policy)
     total = sum(1 for _ in policy.parameters())
     return {"init_tensors_copied": total - len(skipped), "init_tensors_skipped": len(skipped)}
 

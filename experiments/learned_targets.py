@@ -30,9 +30,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from hydra import compose, initialize_config_module
 
+from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.apps.train import train_from_config
 from rlplace.costs import with_analytical_costs
 from rlplace.placers import make_placer
@@ -77,7 +77,7 @@ def run(name: str, overrides: list[str], out_dir: Path) -> dict:
             cfg = compose("train", overrides=overrides)
         train_from_config(cfg, run_dir)
     overrides = json.loads(recorded.read_text()) if recorded.is_file() else overrides
-    progress = torch.load(run_dir / "checkpoint.pt", weights_only=False)["progress"]
+    progress = read_checkpoint(run_dir / "checkpoint.pt").progress
     return {"run": name, "overrides": overrides, **json.loads(results.read_text()),
             "step_times": progress["step_times"], "valid": progress["valid"]}
 

@@ -23,3 +23,8 @@ class PlacementError(RlplaceError):
 
 class BackendError(RlplaceError):
     """A backend could not evaluate a placement."""
+
+
+class CheckpointError(RlplaceError):
+    """A checkpoint file cannot be read (missing, empty, truncated, not a torch file, pickled
+    code refused) or does not belong to the run (another agent, graph or cluster)."""

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 import torch
 
+from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.agents.loggers import make_logger
 from rlplace.agents.trainer import TrainConfig, train
 from rlplace.agents.warmstart import WarmStartConfig
@@ -43,20 +44,19 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(problem, tmp_path, s
     resumed = train(graph, cluster, SimBackend(), config(samples=samples, resume=True), tmp_path / "cut")
     for key in ("updates", "evaluated", "best_step_time", "greedy_evaluation", "final_evaluation"):
         assert resumed[key] == full[key], key
-    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)
-    b = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
-    assert a["progress"]["step_times"] == b["progress"]["step_times"]
-    assert a["algorithm"]["baseline"] == b["algorithm"]["baseline"]
-    for key, value in a["policy"].items():
-        assert torch.equal(value, b["policy"][key]), key
+    a = read_checkpoint(tmp_path / "full" / "checkpoint.pt")
+    b = read_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    assert a.progress["step_times"] == b.progress["step_times"]
+    assert a.algorithm["baseline"] == b.algorithm["baseline"]
+    for key, value in a.policy.items():
+        assert torch.equal(value, b.policy[key]), key
 
 
 def test_outputs_warm_start_and_logger(problem, tmp_path):
     graph, cluster = problem
-    logger = make_logger("csv", tmp_path)
     warm = WarmStartConfig(placer="heft", behaviour_cloning=True, first_sample=True, bc_steps=5)
-    result = train(graph, cluster, SimBackend(), config(warm_start=warm, plots=True), tmp_path, logger)
-    logger.close()
+    result = train(graph, cluster, SimBackend(), config(warm_start=warm, plots=True), tmp_path,
+                   lambda start_step: make_logger("csv", tmp_path, start_step))
     assert result["evaluated"] == 41 and result["updates"] == 10  # the heuristic counts as one
     assert result["best_step_time"] <= result["heuristic_step_time"]
     assert result["bc_steps"] >= 5 and 0 <= result["bc_accuracy"] <= 1

@@ -92,9 +92,9 @@ def previous_run(run_dir: Path, cfg) -> dict | None:
             return summary
     checkpoint = run_dir / "checkpoint.pt"
     if checkpoint.is_file():
-        import torch
+        from rlplace.agents.checkpoint import read_checkpoint
 
-        evaluated = torch.load(checkpoint, weights_only=False)["progress"]["evaluated"]
+        evaluated = read_checkpoint(checkpoint).progress["evaluated"]
         cfg.resume = evaluated <= cfg.budget.placements
     return None
 

@@ -8,6 +8,7 @@ backend, print a table and write ``results.json`` and plots into the Hydra run d
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from rlplace.apps.common import run_app, user_errors
+from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors
 from rlplace.backends import make_backend
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
@@ -27,6 +28,7 @@ from rlplace.report import format_table, plot_memory, plot_schedule
 from rlplace.sim import simulate
 
 PROG = "rlplace-compare"
+log = logging.getLogger(__name__)
 
 
 def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
@@ -36,10 +38,10 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
         raise ConfigError("graph must build an OpGraph and cluster a Cluster (check their _target_)")
     backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options, resolve=True))
     stats = graph.stats(cluster.comm)
-    print(f"graph {graph.name}: {stats.num_ops} ops, {stats.num_edges} edges, compute "
-          f"{stats.total_compute * 1e3:.3f} ms, critical path {stats.critical_path * 1e3:.3f} ms, "
-          f"CCR {stats.ccr:.3f}; cluster {cluster.name or ''}: {cluster.num_devices} devices, "
-          f"{cluster.comm.mode} transfers")
+    log.info(f"graph {graph.name}: {stats.num_ops} ops, {stats.num_edges} edges, compute "
+             f"{stats.total_compute * 1e3:.3f} ms, critical path {stats.critical_path * 1e3:.3f} ms, "
+             f"CCR {stats.ccr:.3f}; cluster {cluster.name or ''}: {cluster.num_devices} devices, "
+             f"{cluster.comm.mode} transfers")
 
     placer_options = OmegaConf.to_container(cfg.placer_options)
     placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {})))
@@ -55,7 +57,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
         placements[name] = placement
         (out_dir / "results.json").write_text(json.dumps(records, indent=1))  # keep what is done
 
-    print(format_table(records, cluster))
+    log.info(format_table(records, cluster))
     best = min(records, key=lambda r: (r["oom"], r["step_time"]))
     placements[best["placer"]].save(out_dir / "best_placement.json", graph, cluster)
     if cfg.plots:
@@ -64,7 +66,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
                       title=f"{graph.name}: simulated schedule of {best['placer']} "
                             f"({best['step_time'] * 1e3:.3f} ms)")
         plot_memory(records, cluster, out_dir / "memory.png")
-    print(f"best: {best['placer']}; results in {out_dir}")
+    log.info(f"best: {best['placer']}; results in {out_dir}")
     return records
 
 
@@ -80,7 +82,9 @@ def _placer(name: str, seed: int, options: dict):
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="compare")
 def _hydra_main(cfg: DictConfig) -> None:
     with user_errors(PROG):
-        compare(cfg, Path(HydraConfig.get().runtime.output_dir))
+        out_dir = Path(HydraConfig.get().runtime.output_dir)
+        refuse_to_overwrite(out_dir, "results.json")
+        compare(cfg, out_dir)
 
 
 def main() -> None:

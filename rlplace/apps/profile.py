@@ -26,6 +26,7 @@ from rlplace.errors import ConfigError
 from rlplace.zoo import build_tf_model
 
 PROG = "rlplace-profile"
+log = logging.getLogger(__name__)
 
 
 def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
@@ -53,10 +54,10 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
                "compute_sum": stats.total_compute, "critical_path": stats.critical_path,
                "step_time": result.step_time, "memory": stats.total_memory,
                "colocation_groups": len(graph.colocation_groups)}
-    print(f"{graph.name}: {graph.num_ops} ops ({result.measured_ops} measured), {graph.num_edges} "
-          f"edges, {len(graph.colocation_groups)} colocation groups; per-op compute sum "
-          f"{stats.total_compute * 1e3:.3f} ms, traced step {result.step_time * 1e3:.3f} ms; "
-          f"memory {stats.total_memory / 2**20:.1f} MiB -> {path}")
+    log.info(f"{graph.name}: {graph.num_ops} ops ({result.measured_ops} measured), {graph.num_edges} "
+             f"edges, {len(graph.colocation_groups)} colocation groups; per-op compute sum "
+             f"{stats.total_compute * 1e3:.3f} ms, traced step {result.step_time * 1e3:.3f} ms; "
+             f"memory {stats.total_memory / 2**20:.1f} MiB -> {path}")
 
     if cfg.standard_eval.batch_sizes:
         def build(batch: int):
@@ -67,9 +68,9 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
         se.predicted.save(out_dir / f"{se.predicted.name}.json.gz")
         summary["standard_eval"] = se.as_dict()
         if se.memory_deviation is not None:
-            print(f"standard evaluation {se.batch_sizes} -> {se.target_batch}: mean relative "
-                  f"deviation memory {se.memory_deviation:.2%} ({se.ops_compared['memory']} ops), "
-                  f"time {se.time_deviation:.2%} ({se.ops_compared['time']} ops)")
+            log.info(f"standard evaluation {se.batch_sizes} -> {se.target_batch}: mean relative "
+                     f"deviation memory {se.memory_deviation:.2%} ({se.ops_compared['memory']} ops), "
+                     f"time {se.time_deviation:.2%} ({se.ops_compared['time']} ops)")
     (out_dir / "profile.json").write_text(json.dumps(summary, indent=1))
     return summary
 

@@ -17,6 +17,7 @@ figures into the Hydra run directory.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 from importlib import import_module
@@ -31,6 +32,7 @@ from rlplace.apps.common import run_app, user_errors
 from rlplace.errors import ConfigError
 
 PROG = "rlplace-reproduce"
+log = logging.getLogger(__name__)
 MODES = ("full", "smoke")
 
 
@@ -86,7 +88,7 @@ def reproduce(cfg: DictConfig, out_dir: Path):
         recorded = root / "experiments" / "results" / "tables" / table["name"]
         if not (recorded / "results.json").is_file():
             raise ConfigError(f"why_only: no recorded run in {recorded}")
-        print(update_why(recorded, table))
+        log.info(update_why(recorded, table))
         return None
     module, _, func = table["run"].partition(":")
     try:
@@ -98,14 +100,14 @@ def reproduce(cfg: DictConfig, out_dir: Path):
     out_dir.mkdir(parents=True, exist_ok=True)
     output = fn(table, ctx)
     output.write(out_dir)
-    print(output.markdown())
+    log.info(output.markdown())
     if cfg.record:
         dest = root / "experiments" / "results" / "tables" / table["name"]
         dest.mkdir(parents=True, exist_ok=True)
         for name in [f"{table['name']}.md", "results.json", *output.figures]:
             shutil.copy(out_dir / name, dest / name)
-        print(f"recorded in {dest}")
-    print(f"results in {out_dir}")
+        log.info(f"recorded in {dest}")
+    log.info(f"results in {out_dir}")
     return output
 
 

@@ -9,6 +9,7 @@ run directory.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import hydra
@@ -16,7 +17,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rlplace.apps.common import run_app, user_errors
+from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors
 from rlplace.cluster import Cluster
 from rlplace.distributed import make_parallel_backend
 from rlplace.errors import ConfigError
@@ -24,10 +25,11 @@ from rlplace.graph import OpGraph
 from rlplace.presets import instantiate_node
 
 PROG = "rlplace-train"
+log = logging.getLogger(__name__)
 
 
 def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
-    from rlplace.agents.loggers import make_logger
+    from rlplace.agents.loggers import check_logger, make_logger
     from rlplace.agents.trainer import TrainConfig, train
     from rlplace.agents.warmstart import WarmStartConfig
 
@@ -50,27 +52,25 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, stop_after_updates=cfg.stop_after_updates,
         init_checkpoint=cfg.init_checkpoint, warm_start=warm_start, seed=cfg.seed, progress=cfg.progress,
         plots=cfg.plots)
-    print(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
-          f"({cluster.num_devices} devices); output in {out_dir}")
-    start_step = 0
-    if cfg.resume and (out_dir / "checkpoint.pt").is_file():
-        start_step = torch.load(out_dir / "checkpoint.pt", weights_only=False)["progress"]["evaluated"]
-    logger = make_logger(cfg.logger.name, out_dir, start_step, **_logger_options(cfg))
+    log.info(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
+             f"({cluster.num_devices} devices); output in {out_dir}")
+    logger_options = _logger_options(cfg)
+    check_logger(cfg.logger.name, **logger_options)
     backend = None
     try:
         backend = make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options),
                                         workers=cfg.backend.get("workers", 1), **OmegaConf.to_container(cfg.ray))
-        summary = train(graph, cluster, backend, config, out_dir, logger)
+        summary = train(graph, cluster, backend, config, out_dir,
+                        lambda start_step: make_logger(cfg.logger.name, out_dir, start_step, **logger_options))
     finally:
-        logger.close()
         if hasattr(backend, "close"):
             backend.close()
     if not summary.get("stopped"):
         final = summary.get("final_evaluation")
         best = f"{final['step_time'] * 1e3:.3f} ms" if final else "none valid"
         retries = f", {summary['evaluation_retries']} re-run on another worker" if "evaluation_retries" in summary else ""
-        print(f"best step time {best} after {summary['evaluated']} placements "
-              f"({summary['placements_per_second']:.1f}/s{retries}); results in {out_dir}")
+        log.info(f"best step time {best} after {summary['evaluated']} placements "
+                 f"({summary['placements_per_second']:.1f}/s{retries}); results in {out_dir}")
     return summary
 
 
@@ -84,7 +84,11 @@ def _logger_options(cfg: DictConfig) -> dict:
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="train")
 def _hydra_main(cfg: DictConfig) -> None:
     with user_errors(PROG):
-        train_from_config(cfg, Path(HydraConfig.get().runtime.output_dir))
+        out_dir = Path(HydraConfig.get().runtime.output_dir)
+        if not cfg.resume:
+            refuse_to_overwrite(out_dir, "results.json", "checkpoint.pt",
+                                hint="resume=true continues it; or give another hydra.run.dir")
+        train_from_config(cfg, out_dir)
 
 
 def main() -> None:
