@@ -1,12 +1,14 @@
 """Where training metrics go: ``logger=csv`` (metrics.csv), ``tensorboard`` or ``wandb``
-(offline unless ``logger.options.mode=online``). Each has ``log(metrics, step)`` and
-``close()``; ``start_step`` > 0 means a resumed run, whose earlier rows are kept and whose rows
-after ``start_step`` (logged by the killed run after its last checkpoint) are dropped."""
+(offline unless ``logger.options.mode=online``). Every run writes metrics.csv; the other two
+log there as well. Each has ``log(metrics, step)`` and ``close()``; ``start_step`` > 0 means a
+resumed run, whose earlier rows are kept and whose rows after ``start_step`` (logged by the
+killed run after its last checkpoint) are dropped."""
 
 from __future__ import annotations
 
 import csv
 import inspect
+import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -72,7 +74,7 @@ class WandbLogger:
         if mode not in ("offline", "online", "disabled"):
             raise ConfigError(f"logger.options.mode must be offline, online or disabled, got {mode!r}")
         run_id_file = Path(out_dir) / "wandb_run_id"
-        run_id = run_id_file.read_text().strip() if start_step > 0 and run_id_file.is_file() else wandb.util.generate_id()
+        run_id = run_id_file.read_text().strip() if start_step > 0 and run_id_file.is_file() else uuid.uuid4().hex[:8]
         run_id_file.write_text(run_id)
         self.run = wandb.init(project=project, mode=mode, dir=str(out_dir), config=config, name=name,
                               id=run_id, resume="allow")
@@ -82,6 +84,21 @@ class WandbLogger:
 
     def close(self) -> None:
         self.run.finish()
+
+
+class Tee:
+    """Every metric to each of ``loggers``."""
+
+    def __init__(self, *loggers: Logger):
+        self.loggers = loggers
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        for logger in self.loggers:
+            logger.log(metrics, step)
+
+    def close(self) -> None:
+        for logger in self.loggers:
+            logger.close()
 
 
 LOGGERS = {"csv": CsvLogger, "tensorboard": TensorBoardLogger, "wandb": WandbLogger}
@@ -99,5 +116,7 @@ def check_logger(name: str, **options) -> None:
 
 
 def make_logger(name: str, out_dir: Path, start_step: int = 0, **options) -> Logger:
+    """The logger ``name``; besides csv, it and metrics.csv."""
     check_logger(name, **options)
-    return LOGGERS[name](Path(out_dir), start_step, **options)
+    chosen = LOGGERS[name](Path(out_dir), start_step, **options)
+    return chosen if name == "csv" else Tee(CsvLogger(Path(out_dir), start_step), chosen)

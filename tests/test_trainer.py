@@ -128,6 +128,24 @@ def test_rlplace_train_end_to_end(rlplace_cli, tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["evaluated"] == 13
 
 
+def logged_by(logger: str, run_dir) -> bytes:
+    """The bytes the logger itself wrote: TensorBoard's event file, wandb's offline run record."""
+    pattern = {"tensorboard": "tensorboard/events.out.tfevents.*", "wandb": "wandb/offline-run-*/run-*.wandb"}[logger]
+    files = sorted(run_dir.glob(pattern))
+    assert len(files) == 1, (logger, [str(p.relative_to(run_dir)) for p in run_dir.rglob("*")])
+    return files[0].read_bytes()
+
+
+@pytest.mark.parametrize("logger", ["tensorboard", "wandb"])
+def test_rlplace_train_logs_to_its_logger_and_to_metrics_csv(rlplace_cli, tmp_path, logger):
+    run = subprocess.run([*rlplace_cli("train"), *TINY_CLI, f"logger={logger}", f"hydra.run.dir={tmp_path}"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    assert [int(r["step"]) for r in rows] == [4, 8, 12]  # 3 updates of 4 samples
+    assert b"best_step_time" in logged_by(logger, tmp_path)
+
+
 def test_rlplace_train_mars_end_to_end(rlplace_cli, tmp_path):
     run = subprocess.run([*rlplace_cli("train"), "agent=mars", "graph=layered", "graph.num_ops=40",
                           "agent.policy.dgi.iterations=5", "agent.policy.dgi.cache_dir=null",
