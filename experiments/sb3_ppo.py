@@ -159,6 +159,7 @@ def markdown(results: dict) -> str:
         greedy = ", ".join(f"{t * ms:.1f}" for _, t in run["greedy"])
         lines.append(f"| {name} | {run['timesteps']} | {len(run['episodes'])} | {run['seconds']:.0f} | "
                      f"{run['first_episodes_mean'] * ms:.2f} | {run['last_episodes_mean'] * ms:.2f} | {greedy} |")
+    lines.append("")
     for name, run in results["runs"].items():
         learned = min(run["final_greedy"], run["last_episodes_mean"]) < base["random_mean"]
         lines.append(f"{name}: {'beats' if learned else 'does not beat'} random's mean "
