@@ -26,14 +26,35 @@ a number (the reward itself).
 
 Observation (``gymnasium.spaces.Dict``)
 ---------------------------------------
-``op_type`` (type id of each unit's first op), ``features`` (per unit: compute time, memory,
-output bytes and op count, each over its largest value, then the unit's first op's output and
-input shape, 4 dims each, over the largest dimension of the graph: Mars §3.1), ``edge_index``
-and ``edge_features`` (unit edges and their bytes over the largest), ``placement`` (device of
-each unit, -1 while unplaced), ``current_unit`` (sequential mode: the unit to place now; the
-unit count when done), ``device_free_memory`` (1 - persistent bytes placed / memory) and
-``device_busy`` (compute placed / total compute). ``observation_to_data`` in
-``rlplace.envs.pyg`` turns one into a ``torch_geometric.data.Data``.
+Every entry is a 1-D Box or a Discrete, so that Stable-Baselines3's ``MultiInputPolicy`` and
+``check_env`` take it as is. With U units, D devices, E unit edges and ``F = NUM_FEATURES``:
+
+==================== ============================ ===============================================
+key                  space                        contents
+==================== ============================ ===============================================
+``op_type``          Box int64 (U,)               type id of each unit's first op
+``features``         Box float32 (U * F,)         per unit, row by row (``reshape(U, F)``):
+                                                  compute time, memory, output bytes and op
+                                                  count, each over its largest value, then the
+                                                  unit's first op's output and input shape, 4
+                                                  dims each, over the largest dimension of the
+                                                  graph (Mars §3.1)
+``edge_index``       Box int64 (2 * E,)           unit edges, sources then destinations
+                                                  (``reshape(2, E)``)
+``edge_features``    Box float32 (E,)             bytes of each unit edge over the largest
+``placement``        Box int64 (U,)               device of each unit, -1 while unplaced
+``current_unit``     Discrete(U + 1)              sequential mode: the unit to place now; U when
+                                                  done (one-shot mode: 0, then U)
+``device_free_memory`` Box float32 (D,)           1 - persistent bytes placed / memory
+``device_busy``      Box float32 (D,)             compute placed / total compute
+==================== ============================ ===============================================
+
+``observation_to_data`` in ``rlplace.envs.pyg`` turns one into a ``torch_geometric.data.Data``;
+``rlplace.envs.sb3.GraphExtractor`` is a GCN over it for Stable-Baselines3 policies.
+``action_masks()`` (sequential mode) gives the devices that can still take the current unit,
+as sb3-contrib's ``MaskablePPO`` expects; ``DeviceMask`` adds it to the observation.
+
+The environment pickles (``pickle.dumps(env)``), so ``SubprocVecEnv`` and friends can ship it.
 
 Accounting: ``env.accounting`` holds the placements evaluated by the backend, the cache hits
 (an identical placement is never evaluated twice), the seconds spent simulating and measuring,
@@ -64,9 +85,24 @@ from rlplace.placers.celeritas import cpd_topo
 from rlplace.sim import StepResult, simulate
 from rlplace.zoo import load_graph
 
-REWARDS = {"sqrt": lambda t: -math.sqrt(t), "linear": lambda t: -t, "log": lambda t: -math.log(t)}
+
+
+def _minus_sqrt(step_time: float) -> float:
+    return -math.sqrt(step_time)
+
+
+def _minus(step_time: float) -> float:
+    return -step_time
+
+
+def _minus_log(step_time: float) -> float:
+    return -math.log(step_time)
+
+
+REWARDS = {"sqrt": _minus_sqrt, "linear": _minus, "log": _minus_log}
 OOM_PENALTIES = {"hierarchical_planner": {"reward": -10.0}, "mars": {"step_time": 100.0}}
 SHAPE_DIMS = 4
+NUM_FEATURES = 4 + 2 * SHAPE_DIMS  # per unit in the ``features`` observation
 
 
 @dataclass
@@ -117,16 +153,19 @@ class PlacementEnv(gym.Env):
                                             minlength=self.num_units)
         self._unit_compute = np.bincount(self.units.group_of, weights=self.graph.compute_time,
                                          minlength=self.num_units)
+        self._unit_need = np.zeros(self.num_units)
+        np.maximum.at(self._unit_need, self.units.group_of, self.graph.temporary_bytes + self.graph.output_total)
+        self._unit_need += self._unit_persistent
 
-        U, D, E = self.num_units, self.num_devices, self._static["edge_index"].shape[1]
+        U, D, E = self.num_units, self.num_devices, len(self._static["edge_features"])
         num_types = int(self._static["op_type"].max(initial=0)) + 1
         self.observation_space = spaces.Dict({
             "op_type": spaces.Box(0, max(num_types - 1, 1), (U,), np.int64),
-            "features": spaces.Box(0.0, 1.0, self._static["features"].shape, np.float32),
-            "edge_index": spaces.Box(0, max(U - 1, 0), (2, E), np.int64),
-            "edge_features": spaces.Box(0.0, 1.0, (E, 1), np.float32),
+            "features": spaces.Box(0.0, 1.0, (U * NUM_FEATURES,), np.float32),
+            "edge_index": spaces.Box(0, max(U - 1, 0), (2 * E,), np.int64),
+            "edge_features": spaces.Box(0.0, 1.0, (E,), np.float32),
             "placement": spaces.Box(-1, D - 1, (U,), np.int64),
-            "current_unit": spaces.Box(0, U, (), np.int64),
+            "current_unit": spaces.Discrete(U + 1),
             "device_free_memory": spaces.Box(
                 np.float32(1.0 - self.graph.persistent_bytes.sum() / self.cluster.memory.min()), 1.0, (D,), np.float32),
             "device_busy": spaces.Box(0.0, 1.0, (D,), np.float32),
@@ -175,6 +214,21 @@ class PlacementEnv(gym.Env):
         else:
             reward = 0.0
         return self._observation(), float(reward), self._done, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Sequential mode: 1 for every device that can still take the current unit, as
+        sb3-contrib's ``MaskablePPO`` asks for. A device is masked when its persistent bytes, plus
+        the unit's, plus the largest temporary and output bytes of one of the unit's ops, exceed
+        its memory: such a placement surely runs out of memory. If every device is full, none is
+        masked (best effort)."""
+        if self.mode != "sequential":
+            raise ConfigError("action_masks needs the sequential mode (one unit per step)")
+        unit = self.order[min(self._position, self.num_units - 1)]
+        placed = self._placement >= 0
+        persistent = np.bincount(self._placement[placed], weights=self._unit_persistent[placed],
+                                 minlength=self.num_devices)
+        mask = persistent + self._unit_need[unit] <= self.cluster.memory
+        return mask if mask.any() else np.ones_like(mask)
 
     def render(self):
         if self.render_mode == "ansi":
@@ -301,7 +355,7 @@ class PlacementEnv(gym.Env):
         total = max(self.graph.total_compute, 1e-30)
         current = self.order[self._position] if self._position < self.num_units else self.num_units
         return {**{key: value.copy() for key, value in self._static.items()}, "placement": self._placement.copy(),
-                "current_unit": np.array(current, dtype=np.int64),
+                "current_unit": np.int64(current),
                 "device_free_memory": (1.0 - persistent / self.cluster.memory).astype(np.float32),
                 "device_busy": (busy / total).astype(np.float32)}
 
@@ -404,8 +458,8 @@ def _static_observation(graph: OpGraph, cluster: Cluster, units: CoarseGraph) ->
     pairs, inverse = np.unique(np.stack([src[crossing], dst[crossing]]), axis=1, return_inverse=True)
     edge_bytes = np.zeros(pairs.shape[1])
     np.add.at(edge_bytes, inverse.reshape(-1), graph.edge_bytes[crossing])
-    static = {"op_type": op_type, "features": features, "edge_index": pairs.astype(np.int64),
-              "edge_features": _over_max(edge_bytes).reshape(-1, 1)}
+    static = {"op_type": op_type, "features": features.reshape(-1), "edge_index": pairs.astype(np.int64).reshape(-1),
+              "edge_features": _over_max(edge_bytes)}
     for value in static.values():
         value.flags.writeable = False
     return static

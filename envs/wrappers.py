@@ -1,4 +1,7 @@
-"""Wrappers for PlacementEnv: reward relative to a reference placement, and action masks."""
+"""Wrappers for PlacementEnv: reward relative to a reference placement, and action masks.
+
+Both record their constructor arguments (``gymnasium.utils.RecordConstructorArgs``), so
+``env.spec`` rebuilds a wrapped environment and Gymnasium's ``check_env`` passes on them."""
 
 from __future__ import annotations
 
@@ -10,13 +13,14 @@ from rlplace.errors import ConfigError
 from rlplace.placers import make_placer
 
 
-class RelativeReward(gym.RewardWrapper):
+class RelativeReward(gym.RewardWrapper, gym.utils.RecordConstructorArgs):
     """Divide the reward by the magnitude of a reference placement's reward, so the reference
     scores -1 and better placements score above it. The reference is a step time in seconds or
     the name of a placer (e.g. ``"m_etf"``), run once on the environment's own backend."""
 
     def __init__(self, env: gym.Env, reference: float | str):
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, reference=reference)
+        gym.RewardWrapper.__init__(self, env)
         base = env.unwrapped
         if isinstance(reference, str):
             placement = make_placer(reference).place(base.graph, base.cluster)
@@ -33,33 +37,21 @@ class RelativeReward(gym.RewardWrapper):
         return reward / self.scale
 
 
-class DeviceMask(gym.ObservationWrapper):
+class DeviceMask(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Sequential mode: add ``action_mask`` to the observation, 1 for every device that can
-    still take the current unit. A device is masked when its persistent bytes, plus the unit's,
-    plus the largest temporary and output bytes of one of the unit's ops, exceed its memory: such
-    a placement surely runs out of memory. If every device is full, none is masked (best effort)."""
+    still take the current unit (``PlacementEnv.action_masks``)."""
 
     def __init__(self, env: gym.Env):
-        super().__init__(env)
-        base = env.unwrapped
-        if base.mode != "sequential":
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ObservationWrapper.__init__(self, env)
+        if env.unwrapped.mode != "sequential":
             raise ConfigError("DeviceMask needs the sequential mode (one unit per step)")
-        g, units = base.graph, base.units
-        self._need = np.zeros(base.num_units)
-        np.maximum.at(self._need, units.group_of, g.temporary_bytes + g.output_total)
-        self._need += base._unit_persistent
         self.observation_space = spaces.Dict({
             **env.observation_space.spaces,
-            "action_mask": spaces.Box(0, 1, (base.num_devices,), np.int8)})
+            "action_mask": spaces.Box(0, 1, (env.unwrapped.num_devices,), np.int8)})
 
     def observation(self, observation):
-        return {**observation, "action_mask": self.action_masks()}
+        return {**observation, "action_mask": self.action_masks().astype(np.int8)}
 
     def action_masks(self) -> np.ndarray:
-        base = self.env.unwrapped
-        unit = min(base._position, base.num_units - 1)
-        placed = base._placement >= 0
-        persistent = np.bincount(base._placement[placed], weights=base._unit_persistent[placed],
-                                 minlength=base.num_devices)
-        mask = (persistent + self._need[base.order[unit]] <= base.cluster.memory).astype(np.int8)
-        return mask if mask.any() else np.ones_like(mask)
+        return self.env.unwrapped.action_masks()

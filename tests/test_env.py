@@ -219,7 +219,7 @@ def test_observation_contents_and_pyg():
     obs, _ = env.reset()
     assert env.observation_space.contains(obs)
     assert np.all(obs["placement"] == -1) and int(obs["current_unit"]) == 0
-    assert obs["edge_index"].shape[1] == len({(int(s), int(d)) for s, d in zip(g.edge_src, g.edge_dst)})
+    assert obs["edge_index"].size // 2 == len({(int(s), int(d)) for s, d in zip(g.edge_src, g.edge_dst)})
     np.testing.assert_allclose(obs["device_free_memory"], 1.0)
     obs, *_ = env.step(2)
     assert obs["placement"][0] == 2 and obs["device_busy"][2] > 0

@@ -1,0 +1,116 @@
+"""Gymnasium agents unmodified: Stable-Baselines3 and sb3-contrib on PlacementEnv, Gymnasium's
+checker on every wrapper, pickling."""
+
+import pickle
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("sb3_contrib")
+
+from sb3_contrib import MaskablePPO  # noqa: E402
+from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3.common.env_checker import check_env as sb3_check_env  # noqa: E402
+
+import rlplace.envs  # noqa: E402,F401  (registers rlplace/Placement-v0)
+from rlplace.cluster import load_preset  # noqa: E402
+from rlplace.envs import DeviceMask, PlacementEnv, RelativeReward  # noqa: E402
+from rlplace.envs.placement import NUM_FEATURES  # noqa: E402
+from rlplace.errors import ConfigError  # noqa: E402
+from rlplace.envs.sb3 import GraphExtractor  # noqa: E402
+from rlplace.zoo import layered, linear_regression  # noqa: E402
+
+EXTRACTOR = {"features_extractor_class": GraphExtractor, "features_extractor_kwargs": {"hidden": 8}}
+TINY_PPO = dict(n_steps=16, batch_size=8, n_epochs=1, seed=0)
+
+
+def graph():
+    return layered(40, seed=1)
+
+
+@pytest.mark.parametrize(("mode", "wrap"), [("one_shot", None), ("sequential", None), ("sequential", DeviceMask)])
+def test_sb3_check_env_passes_without_warnings(mode, wrap):
+    env = PlacementEnv(graph(), mode=mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sb3_check_env(wrap(env) if wrap else env)
+
+
+def test_observation_entries_are_flat():
+    env = PlacementEnv(graph(), mode="sequential")
+    obs, _ = env.reset()
+    for key, space in env.observation_space.spaces.items():
+        assert isinstance(space, gym.spaces.Discrete) or len(space.shape) == 1, key
+        assert space.contains(obs[key]), key
+    U = env.num_units
+    assert obs["features"].reshape(U, -1).shape[1] == NUM_FEATURES
+    edges = obs["edge_index"].reshape(2, -1)
+    assert edges.shape[1] == obs["edge_features"].shape[0] and edges.max() < U
+
+
+@pytest.mark.parametrize("mode", ["one_shot", "sequential"])
+@pytest.mark.parametrize("extractor", [None, EXTRACTOR])
+def test_one_ppo_update(mode, extractor):
+    env = PlacementEnv(graph(), mode=mode)
+    model = PPO("MultiInputPolicy", env, policy_kwargs=extractor, **TINY_PPO)
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(TINY_PPO["n_steps"])
+    assert model._n_updates == 1
+    assert any(not np.allclose(a, b.detach()) for a, b in zip(before, model.policy.parameters()))
+    if extractor:
+        assert isinstance(model.policy.features_extractor, GraphExtractor)
+
+
+def test_graph_extractor_reads_the_placement_and_the_current_unit():
+    env = PlacementEnv(graph(), mode="sequential")
+    model = PPO("MultiInputPolicy", env, policy_kwargs=EXTRACTOR, **TINY_PPO)
+    first, _ = env.reset()
+    second, *_ = env.step(1)
+    features = [model.policy.extract_features(model.policy.obs_to_tensor(o)[0]) for o in (first, second)]
+    assert features[0].shape == (1, model.policy.features_extractor.features_dim)
+    assert not np.allclose(features[0].detach(), features[1].detach())
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_maskable_ppo_honours_the_masks(wrap):
+    cluster = load_preset("baechi_2080").with_memory([1 << 40, 1, 1 << 40, 1 << 40])  # device 1 takes nothing
+    env = PlacementEnv(linear_regression(), cluster, mode="sequential")
+    model = MaskablePPO("MultiInputPolicy", DeviceMask(env) if wrap else env, policy_kwargs=EXTRACTOR, **TINY_PPO)
+    model.learn(TINY_PPO["n_steps"])
+    assert model._n_updates == 1
+    buffer = model.rollout_buffer
+    masks = buffer.action_masks.reshape(len(buffer.actions), -1).astype(bool)
+    actions = buffer.actions.reshape(-1).astype(int)
+    assert not masks[:, 1].any() and masks[:, [0, 2, 3]].all()
+    assert masks[np.arange(len(actions)), actions].all()
+
+
+def test_action_masks_need_the_sequential_mode():
+    with pytest.raises(ConfigError, match="sequential"):
+        PlacementEnv(graph()).action_masks()
+
+
+@pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
+@pytest.mark.parametrize("wrap", [lambda env: DeviceMask(env), lambda env: RelativeReward(env, "m_etf"),
+                                  lambda env: RelativeReward(DeviceMask(env), 0.01)])
+def test_gymnasium_check_env_passes_on_every_wrapper(wrap):
+    env = wrap(gym.make("rlplace/Placement-v0", graph=graph(), mode="sequential", render_mode="ansi"))
+    gym_check_env(env)
+    again = env.spec.make()
+    assert type(again) is type(env) and again.spec.additional_wrappers == env.spec.additional_wrappers
+
+
+@pytest.mark.parametrize("reward", ["sqrt", "linear", "log"])
+def test_env_pickles(reward):
+    env = RelativeReward(PlacementEnv(graph(), mode="sequential", reward=reward, shaping=True), 0.01)
+    env.reset(seed=0)
+    env.step(2)
+    copy = pickle.loads(pickle.dumps(env))
+    action = 3
+    a, b = env.step(action), copy.step(action)
+    assert a[1] == b[1]
+    np.testing.assert_array_equal(a[0]["placement"], b[0]["placement"])
