@@ -116,7 +116,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    run_app(_hydra_main)
+    run_app(_hydra_main, PROG)
 
 
 if __name__ == "__main__":
