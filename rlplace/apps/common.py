@@ -35,6 +35,8 @@ def run_app(hydra_main: Callable[[], None], prog: str) -> None:
     the values it allows, and exit status 2, where Hydra prints several lines of help and exits
     with status 1. Errors inside the task are handled by ``user_errors``. With
     ``HYDRA_FULL_ERROR=1`` set by the user, Hydra's own report is kept."""
+    global _task_started
+    _task_started = False
     user_wants_full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing and exiting 1
     try:
