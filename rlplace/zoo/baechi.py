@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import reprlib
 from collections import namedtuple
 from pathlib import Path
 
@@ -49,6 +48,16 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return self._allowed[(module, name)]
         except KeyError:
             raise pickle.UnpicklingError(f"refusing to load class {module}.{name}") from None
+
+
+def _brief(value: object) -> str:
+    """The first line of ``value`` (or of its repr), at most 120 characters: for error messages."""
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except ValueError:  # an int too long to print
+        text = f"<{type(value).__name__}>"
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= 120 else line[:117] + "..."
 
 
 def default_profile_path() -> Path:
@@ -82,7 +91,7 @@ def read_baechi_pickle(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES
     except (OSError, pickle.UnpicklingError, DecodeError, EOFError, KeyError, AttributeError, TypeError,
             ValueError, IndexError, MemoryError, RecursionError) as exc:
         raise GraphError(f"{path}: not a Baechi cost.pkl profile ({type(exc).__name__}: "
-                         f"{reprlib.repr(str(exc))})") from None
+                         f"{_brief(str(exc))})") from None
     return list(graphdef.node), costs
 
 
@@ -104,7 +113,7 @@ def load_baechi_profile(path: str | Path | None = None, name: str = "baechi_gnmt
         return _profile_graph(path, nodes, costs, name)
     except (TypeError, ValueError, OverflowError, AttributeError) as exc:
         raise GraphError(f"{path}: not a Baechi cost.pkl profile ({type(exc).__name__}: "
-                         f"{reprlib.repr(str(exc))})") from None
+                         f"{_brief(str(exc))})") from None
 
 
 def _profile_graph(path: Path, nodes: list, costs: dict, name: str) -> OpGraph:
@@ -154,7 +163,7 @@ def _profile_graph(path: Path, nodes: list, costs: dict, name: str) -> OpGraph:
             try:
                 out, rec = _profiled(cost)
             except (TypeError, ValueError, OverflowError, AttributeError):
-                raise GraphError(f"{path}: op {node.name!r}: bad profile {reprlib.repr(cost)} (sizes in bytes and "
+                raise GraphError(f"{path}: op {node.name!r}: bad profile {_brief(cost)} (sizes in bytes and "
                                  f"compute_cost in µs must be numbers)") from None
         else:
             out = [0] * (max_port.get(node.name, -1) + 1)
