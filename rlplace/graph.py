@@ -59,9 +59,9 @@ EDGE_ATTRS = ("bytes", "src_output")
 
 MAX_TOTAL_BYTES = 2**62  # all of a graph's byte counts added up (module docstring)
 MAX_TOTAL_COMPUTE = 1e9  # seconds, all compute times added up (module docstring)
-# Decompressed size of a graph file: 512 MiB, about 1.1 million ops of a TensorFlow profile
-# (the GNMT profile takes 464 bytes per op) or 2.4 million of a layered graph (218).
-DEFAULT_MAX_FILE_BYTES = 2**29
+# Decompressed size of a graph file: 256 MiB, about 580,000 ops of a TensorFlow profile (the
+# GNMT profile takes 464 bytes per op) or 1.2 million of a layered graph (218 bytes per op).
+DEFAULT_MAX_FILE_BYTES = 2**28
 
 
 @dataclass(frozen=True)
@@ -319,13 +319,12 @@ class OpGraph:
         GraphError naming the file (and the op, where one is at fault)."""
         path = Path(path)
         try:
-            with gzip.open(path, "rb") as f:
-                raw = f.read(max_bytes + 1)
+            raw = _read_gzip(path, max_bytes)
         except FileNotFoundError:
             raise GraphError(f"{path}: no such graph file") from None
         except (OSError, EOFError, zlib.error) as exc:
             raise GraphError(f"{path}: not a json.gz OpGraph file ({exc})") from None
-        if len(raw) > max_bytes:
+        if raw is None:
             raise GraphError(f"{path}: more than {max_bytes} bytes decompressed (graph.max_bytes raises "
                              f"the limit)")
         try:
@@ -355,6 +354,19 @@ class OpGraph:
 def _frozen(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     return a
+
+
+def _read_gzip(path: Path, max_bytes: int) -> bytes | None:
+    """The decompressed content of ``path``, or None past ``max_bytes`` (read in chunks, so a
+    bomb costs no more memory than the limit)."""
+    chunks, size = [], 0
+    with gzip.open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            size += len(chunk)
+            if size > max_bytes:
+                return None
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _show(value: Any) -> str:

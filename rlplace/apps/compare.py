@@ -58,7 +58,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
             result = backend.evaluate(graph, cluster, placement)
         except Exception as exc:  # noqa: BLE001 - one placer's failure must not cost the others
             error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-            print(f"{PROG}: placer {name} failed: {error}", file=sys.stderr)
+            tqdm.write(f"{PROG}: placer {name} failed: {error}", file=sys.stderr)  # above the bar
             records.append({"placer": name, "error": error, "placement_time": time.perf_counter() - start})
         else:
             records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
