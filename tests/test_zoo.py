@@ -134,7 +134,8 @@ def _first_profiled(data):
 
 @pytest.mark.parametrize("change,message", [
     (lambda d: None, None),  # the copy itself loads
-    (lambda d: setattr(d["graphdef"], "serialized", b"\xff\xff not a GraphDef"), "not a Baechi cost.pkl profile (DecodeError"),
+    (lambda d: setattr(d["graphdef"], "serialized", b"\xff\xff not a GraphDef"),
+     "not a Baechi cost.pkl profile (DecodeError"),
     (lambda d: setattr(d["graphdef"], "serialized", 12), "not a Baechi cost.pkl profile (TypeError"),
     (lambda d: d.update(cost_dict=[1, 2]), "not a Baechi cost.pkl profile"),
     (lambda d: d.pop("graphdef"), "not a Baechi cost.pkl profile (KeyError"),
