@@ -3,6 +3,7 @@ exit status 2, and nothing written but what Hydra writes before the task starts.
 
 import gzip
 import json
+import logging
 import sys
 from importlib import import_module
 
@@ -26,6 +27,15 @@ class Finished:
 @pytest.fixture
 def run(monkeypatch, capsys):
     """Run an app's console entry point in this process, as ``rlplace-<app> *args``."""
+    # Hydra's logging setup closes every logging handler; absl's (there once TensorFlow is
+    # imported) then closes its stream, which may be pytest's captured stderr of an earlier test.
+    root = logging.getLogger()  # and sets up the root logger, for this test only
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    absl_logging = sys.modules.get("absl.logging")
+    if absl_logging is not None:
+        monkeypatch.setattr(absl_logging.get_absl_handler().python_handler, "stream", sys.__stderr__)
+
     def run_app(app, *args):
         monkeypatch.setattr(sys, "argv", [f"rlplace-{app}", *args])
         try:
