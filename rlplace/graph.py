@@ -21,6 +21,15 @@ File format (``save``/``load``): gzip-compressed JSON, ``format = "rlplace.opgra
      "edges": [[src_name, dst_name, bytes, src_output], ...]}
 
 Ops are written in topological order; optional attributes that are unset are omitted.
+
+Limits, so that arithmetic on a valid graph can neither overflow nor lose its resolution: byte
+counts are integers, and all of a graph's bytes added up (every op's persistent, temporary and
+output bytes and every edge's bytes) are at most ``MAX_TOTAL_BYTES`` = 2**62, so the int64 sums the
+memory model and the simulator take over any subset of them fit; the compute times added up are
+at most ``MAX_TOTAL_COMPUTE`` = 1e9 s (32 years), where a float64 clock still resolves 1.2e-7 s,
+finer than the 1 µs of the shortest profiled op, and any schedule's makespan (at most that sum
+over the slowest device's speed plus the transfers) stays finite. ``load`` also caps the
+decompressed size of a file (``DEFAULT_MAX_FILE_BYTES``), against gzip bombs.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import zlib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -46,6 +56,12 @@ CONTROL = -1  # src_output of a control edge
 REQUIRED_ATTRS = ("compute_time", "persistent_bytes", "temporary_bytes", "output_bytes")
 OPTIONAL_ATTRS = ("op_type", "output_shapes", "colocation_group", "forward_op", "layer")
 EDGE_ATTRS = ("bytes", "src_output")
+
+MAX_TOTAL_BYTES = 2**62  # all of a graph's byte counts added up (module docstring)
+MAX_TOTAL_COMPUTE = 1e9  # seconds, all compute times added up (module docstring)
+# Decompressed size of a graph file: 256 MiB, about 580,000 ops of a TensorFlow profile (the
+# GNMT profile takes 464 bytes per op) or 1.2 million of a layered graph (218 bytes per op).
+DEFAULT_MAX_FILE_BYTES = 2**28
 
 
 @dataclass(frozen=True)
@@ -223,7 +239,8 @@ class OpGraph:
         """Build and validate a graph from op records (dicts with ``name`` and the attributes of
         the module docstring) and edges ``(src, dst, bytes[, src_output])`` given by op name.
         ``src_output`` defaults to 0. Raises GraphError naming the offending op or edge."""
-        clean = [_check_op(op) for op in ops]
+        clean = [_check_op(op, k) for k, op in enumerate(ops)]
+        nbytes = _check_totals(clean)
         index: dict[str, int] = {}
         for i, op in enumerate(clean):
             if op["name"] in index:
@@ -235,6 +252,7 @@ class OpGraph:
                 raise GraphError(f"op {op['name']!r}: forward_op {fwd!r} is not an op of the graph")
 
         rows = [_check_edge(e, index, clean) for e in edges]
+        _check_edge_bytes(rows, clean, nbytes)
         e = np.array(rows, dtype=np.int64).reshape(-1, 4)
         if len(e) and len(np.unique(e[:, [0, 1, 3]], axis=0)) != len(e):
             seen = set()
@@ -296,25 +314,38 @@ class OpGraph:
             json.dump(doc, f, separators=(",", ":"))
 
     @classmethod
-    def load(cls, path: str | Path) -> OpGraph:
-        """Read a json.gz graph file. Every problem is a GraphError naming the file."""
+    def load(cls, path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> OpGraph:
+        """Read a json.gz graph file of at most ``max_bytes`` decompressed. Every problem is a
+        GraphError naming the file (and the op, where one is at fault)."""
         path = Path(path)
         try:
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                doc = json.load(f)
+            raw = _read_gzip(path, max_bytes)
         except FileNotFoundError:
             raise GraphError(f"{path}: no such graph file") from None
-        except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise GraphError(f"{path}: not a json.gz OpGraph file ({exc})") from None
+        if raw is None:
+            raise GraphError(f"{path}: more than {max_bytes} bytes decompressed (graph.max_bytes raises "
+                             f"the limit)")
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, huge ints
+            raise GraphError(f"{path}: not a json.gz OpGraph file ({_first_line(exc)})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise GraphError(f"{path}: not an OpGraph file (format is not {FORMAT!r})")
         if doc.get("version") != FORMAT_VERSION:
-            raise GraphError(f"{path}: unsupported OpGraph format version {doc.get('version')!r} "
+            raise GraphError(f"{path}: unsupported OpGraph format version {_show(doc.get('version'))} "
                              f"(this rlplace reads version {FORMAT_VERSION})")
+        for key in ("ops", "edges"):
+            if key not in doc:
+                raise GraphError(f"{path}: missing key {key!r}")
+            if not isinstance(doc[key], list):
+                raise GraphError(f"{path}: {key} must be a list, got {_show(doc[key])}")
+        name = doc.get("name", path.stem)
+        if not isinstance(name, str):
+            raise GraphError(f"{path}: name must be a string, got {_show(name)}")
         try:
-            return cls.from_records(doc["ops"], doc["edges"], name=doc.get("name", path.stem))
-        except KeyError as exc:
-            raise GraphError(f"{path}: missing key {exc.args[0]!r}") from None
+            return cls.from_records(doc["ops"], doc["edges"], name=name)
         except GraphError as exc:
             raise GraphError(f"{path}: {exc}") from None
 
@@ -325,32 +356,69 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _read_gzip(path: Path, max_bytes: int) -> bytes | None:
+    """The decompressed content of ``path``, or None past ``max_bytes`` (read in chunks, so a
+    bomb costs no more memory than the limit)."""
+    chunks, size = [], 0
+    with gzip.open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            size += len(chunk)
+            if size > max_bytes:
+                return None
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _show(value: Any) -> str:
+    """``repr(value)`` cut to one short line (error messages quote untrusted input)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return f"an integer of {value.bit_length()} bits"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().split("\n")[0] or type(exc).__name__
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+
+
 def _nonneg_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise GraphError(f"{what} must be a non-negative integer, got {value!r}")
-    if not math.isfinite(value) or value < 0 or value != int(value):
-        raise GraphError(f"{what} must be a non-negative integer, got {value!r}")
+    """An integer in [0, MAX_TOTAL_BYTES] (a float with an integer value counts)."""
+    ok = _is_number(value) and (not isinstance(value, (float, np.floating))
+                                or (math.isfinite(value) and value == int(value)))
+    if not ok or not 0 <= int(value) <= MAX_TOTAL_BYTES:
+        raise GraphError(f"{what} must be an integer in [0, 2**62], got {_show(value)}")
     return int(value)
 
 
-def _check_op(op: Mapping[str, Any]) -> dict[str, Any]:
+def _check_op(op: Any, k: int) -> dict[str, Any]:
+    if not isinstance(op, Mapping):
+        raise GraphError(f"op #{k}: expected a record with a name and costs, got {_show(op)}")
     name = op.get("name")
     if not isinstance(name, str) or not name:
-        raise GraphError(f"op {name!r}: op names must be non-empty strings")
-    where = f"op {name!r}"
+        raise GraphError(f"op {_show(name)} (#{k} of the ops): op names must be non-empty strings")
+    where = f"op {_show(name)}"
     unknown = set(op) - {"name", *REQUIRED_ATTRS, *OPTIONAL_ATTRS}
     if unknown:
-        raise GraphError(f"{where}: unknown attribute {sorted(unknown)[0]!r}")
+        raise GraphError(f"{where}: unknown attribute {_show(sorted(map(str, unknown))[0])}")
     for key in REQUIRED_ATTRS:
         if key not in op:
             raise GraphError(f"{where}: missing required attribute {key!r}")
     ct = op["compute_time"]
-    if isinstance(ct, bool) or not isinstance(ct, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(ct) or ct < 0:
-        raise GraphError(f"{where}: compute_time must be a finite number >= 0, got {ct!r}")
+    try:
+        ok = _is_number(ct) and 0 <= float(ct) <= MAX_TOTAL_COMPUTE
+    except OverflowError:  # an int beyond float range
+        ok = False
+    if not ok:  # NaN fails the comparison too
+        raise GraphError(f"{where}: compute_time must be a number of seconds in [0, {MAX_TOTAL_COMPUTE:g}], "
+                         f"got {_show(ct)}")
     out = op["output_bytes"]
     if not isinstance(out, (list, tuple, np.ndarray)):
-        raise GraphError(f"{where}: output_bytes must be a list (one entry per output), got {out!r}")
+        raise GraphError(f"{where}: output_bytes must be a list (one entry per output), got {_show(out)}")
     clean: dict[str, Any] = {
         "name": name,
         "compute_time": float(ct),
@@ -361,40 +429,71 @@ def _check_op(op: Mapping[str, Any]) -> dict[str, Any]:
     shapes = op.get("output_shapes")
     if shapes is not None:
         if not isinstance(shapes, (list, tuple)) or len(shapes) != len(out):
-            raise GraphError(f"{where}: output_shapes must list one shape per output ({len(out)})")
-        clean["output_shapes"] = [None if s is None else [int(d) for d in s] for s in shapes]
+            raise GraphError(f"{where}: output_shapes must list one shape per output ({len(out)}), "
+                             f"got {_show(shapes)}")
+        for s in shapes:
+            if s is not None and not isinstance(s, (list, tuple)):
+                raise GraphError(f"{where}: output_shapes: a shape must be a list of dimensions or "
+                                 f"null, got {_show(s)}")
+        clean["output_shapes"] = [None if s is None else
+                                  [_nonneg_int(d, f"{where}: output_shapes dimension") for d in s]
+                                  for s in shapes]
     for key in ("op_type", "colocation_group", "forward_op"):
         value = op.get(key)
         if value is not None:
             if not isinstance(value, str):
-                raise GraphError(f"{where}: {key} must be a string, got {value!r}")
+                raise GraphError(f"{where}: {key} must be a string, got {_show(value)}")
             clean[key] = value
     layer = op.get("layer")
     if layer is not None:
         if isinstance(layer, bool) or not isinstance(layer, (int, str, np.integer)):
-            raise GraphError(f"{where}: layer must be an integer or a string, got {layer!r}")
+            raise GraphError(f"{where}: layer must be an integer or a string, got {_show(layer)}")
         clean["layer"] = int(layer) if isinstance(layer, np.integer) else layer
     return clean
 
 
-def _check_edge(edge: Sequence, index: Mapping[str, int], ops: list[dict]) -> tuple[int, int, int, int]:
+def _check_totals(ops: list[dict[str, Any]]) -> int:
+    """The sums of the module docstring's limits, over the ops (the op that crosses one is named);
+    returns the ops' bytes added up."""
+    seconds, nbytes = 0.0, 0
+    for op in ops:
+        seconds += op["compute_time"]
+        nbytes += op["persistent_bytes"] + op["temporary_bytes"] + sum(op["output_bytes"])
+        if seconds > MAX_TOTAL_COMPUTE:
+            raise GraphError(f"op {_show(op['name'])}: the compute times up to this op add up to more "
+                             f"than {MAX_TOTAL_COMPUTE:g} s")
+        if nbytes > MAX_TOTAL_BYTES:
+            raise GraphError(f"op {_show(op['name'])}: the bytes up to this op add up to more than 2**62")
+    return nbytes
+
+
+def _check_edge_bytes(rows: list[tuple[int, int, int, int]], ops: list[dict[str, Any]], nbytes: int) -> None:
+    """The bytes limit over the edges too, ``nbytes`` being the ops' bytes added up."""
+    for s, d, b, _ in rows:
+        nbytes += b
+        if nbytes > MAX_TOTAL_BYTES:
+            raise GraphError(f"edge {_show(ops[s]['name'])} -> {_show(ops[d]['name'])}: the graph's bytes "
+                             f"up to this edge add up to more than 2**62")
+
+
+def _check_edge(edge: Any, index: Mapping[str, int], ops: list[dict]) -> tuple[int, int, int, int]:
     if not isinstance(edge, (list, tuple)) or len(edge) not in (3, 4):
-        raise GraphError(f"edge {edge!r}: expected (src, dst, bytes[, src_output])")
+        raise GraphError(f"edge {_show(edge)}: expected (src, dst, bytes[, src_output])")
     src, dst, nbytes = edge[0], edge[1], edge[2]
     port = edge[3] if len(edge) == 4 else 0
-    where = f"edge {src!r} -> {dst!r}"
+    where = f"edge {_show(src)} -> {_show(dst)}"
     for end in (src, dst):
-        if end not in index:
-            raise GraphError(f"{where}: unknown op {end!r}")
+        if not isinstance(end, str) or end not in index:
+            raise GraphError(f"{where}: unknown op {_show(end)}")
     if src == dst:
-        raise GraphError(f"op {src!r}: self-loop")
+        raise GraphError(f"op {_show(src)}: self-loop")
     nbytes = _nonneg_int(nbytes, f"{where}: bytes")
     if isinstance(port, bool) or not isinstance(port, (int, np.integer)):
-        raise GraphError(f"{where}: src_output must be an integer, got {port!r}")
+        raise GraphError(f"{where}: src_output must be an integer, got {_show(port)}")
     n_out = len(ops[index[src]]["output_bytes"])
     if not (port == CONTROL or 0 <= port < n_out):
-        raise GraphError(f"{where}: src_output {port} out of range (op {src!r} has {n_out} outputs; "
-                         f"use {CONTROL} for a control edge)")
+        raise GraphError(f"{where}: src_output {_show(port)} out of range (op {_show(src)} has {n_out} "
+                         f"outputs; use {CONTROL} for a control edge)")
     return index[src], index[dst], nbytes, int(port)
 
 

@@ -21,11 +21,16 @@ GIB = 2**30
 
 def format_table(records: Sequence[dict], cluster: Cluster) -> str:
     """A text table of comparison records (``placer``, ``step_time``, ``oom``,
-    ``oom_devices``, ``peak_memory``, ``placement_time``, ``ops_placed``)."""
+    ``oom_devices``, ``peak_memory``, ``placement_time``, ``ops_placed``). A record with an
+    ``error`` (a placer that failed) is a row that says so, its error under the table."""
     header = ["placer", "step time (ms)", "OOM", "peak memory per device (GiB)",
               "placement time (s)", "ops placed"]
-    rows = []
+    rows, errors = [], []
     for r in records:
+        if "error" in r:
+            rows.append([r["placer"], "failed", "-", "-", f"{r['placement_time']:.3f}", "-"])
+            errors.append(f"{r['placer']} failed: {r['error']}")
+            continue
         oom = ",".join(cluster.devices[d].name for d in r["oom_devices"]) if r["oom"] else "no"
         rows.append([r["placer"], f"{r['step_time'] * 1e3:.3f}", oom,
                      " ".join(f"{b / GIB:.2f}" for b in r["peak_memory"]),
@@ -33,7 +38,7 @@ def format_table(records: Sequence[dict], cluster: Cluster) -> str:
     widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(header)]
     line = lambda cells: "  ".join(c.ljust(w) if k in (0, 2, 3) else c.rjust(w)  # noqa: E731
                                    for k, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows), *errors])
 
 
 def schedule_figure(graph: OpGraph, cluster: Cluster, schedule: Schedule | None, title: str = ""):

@@ -88,6 +88,25 @@ BAD_GRAPHS = [
     ([op("a", forward_op="ghost")], [], "op 'a': forward_op 'ghost'"),
     ([op("a", flops=3)], [], "op 'a': unknown attribute 'flops'"),
     ([op("a", layer=1.5)], [], "op 'a': layer"),
+    ([op("a", out=[1e300])], [], "op 'a': output_bytes[0] must be an integer in [0, 2**62]"),
+    ([op("a", persistent=10**30)], [], "op 'a': persistent_bytes must be an integer in [0, 2**62]"),
+    ([op("a", temporary=10**400)], [], "op 'a': temporary_bytes"),
+    ([op("a", compute_time=10**400)], [], "op 'a': compute_time"),
+    ([op(c, compute_time=1.7e308) for c in "abc"], [],
+     "op 'a': compute_time must be a number of seconds in [0, 1e+09]"),
+    ([op(c, compute_time=4e8) for c in "abc"], [],
+     "op 'c': the compute times up to this op add up to more than 1e+09 s"),
+    ([op(c, persistent=2**61) for c in "abc"], [], "op 'b': the bytes up to this op add up to more than 2**62"),
+    ([op("a", persistent=2**61, out=[0]), op("b")], [("a", "b", 2**61), ("a", "b", 2**61, -1)],
+     "edge 'a' -> 'b': the graph's bytes up to this edge add up to more than 2**62"),
+    ([op("a", out=[1, 2], output_shapes="ab")], [], "op 'a': output_shapes must list one shape per output"),
+    ([op("a", output_shapes=[3])], [], "op 'a': output_shapes: a shape must be a list of dimensions or null"),
+    ([op("a", output_shapes=[["x"]])], [], "op 'a': output_shapes dimension"),
+    ([op("a", output_shapes=[[-2]])], [], "op 'a': output_shapes dimension"),
+    ([op(["a"])], [], "op ['a'] (#0 of the ops): op names must be non-empty strings"),
+    ([op("a"), op("b")], [(["a"], "b", 1)], "edge ['a'] -> 'b': unknown op ['a']"),
+    (["a"], [], "op #0: expected a record with a name and costs, got 'a'"),
+    ([None], [], "op #0: expected a record"),
 ]
 
 
@@ -166,3 +185,87 @@ def test_critical_path_matches_networkx(g):
     nxg.add_weighted_edges_from((int(s), int(d), g.compute_time[d]) for s, d in zip(g.edge_src, g.edge_dst))
     nxg.add_weighted_edges_from(("src", i, g.compute_time[i]) for i in range(g.num_ops))
     assert g.critical_path() == pytest.approx(nx.dag_longest_path_length(nxg), abs=1e-12)
+
+
+def write_doc(path, doc):
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+def chain_doc(n=3):
+    return {"format": "rlplace.opgraph", "version": 1, "name": "c",
+            "ops": [op(f"n{i}") for i in range(n)], "edges": [[f"n{i}", f"n{i + 1}", 10] for i in range(n - 1)]}
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda d: d.update(ops={"n0": op("n0")}), "ops must be a list, got {'n0'"),
+    (lambda d: d.update(ops="n0"), "ops must be a list, got 'n0'"),
+    (lambda d: d.update(ops=None), "ops must be a list, got None"),
+    (lambda d: d.update(edges={}), "edges must be a list"),
+    (lambda d: d.pop("edges"), "missing key 'edges'"),
+    (lambda d: d.update(name=["x"]), "name must be a string"),
+    (lambda d: d["ops"][1].update(persistent_bytes=1e300), "op 'n1': persistent_bytes"),
+    (lambda d: d["ops"][1].update(output_bytes=[10**30]), "op 'n1': output_bytes[0]"),
+    (lambda d: d["ops"][2].update(output_shapes=[[1, "2"]]), "op 'n2': output_shapes dimension"),
+    (lambda d: d["ops"][2].update(output_shapes=[1, 2]), "op 'n2': output_shapes must list one shape"),
+    (lambda d: d["ops"][0].update(name=["n0"]), "op ['n0'] (#0 of the ops)"),
+    (lambda d: d["edges"][0].__setitem__(0, ["n0"]), "edge ['n0'] -> 'n1': unknown op"),
+    (lambda d: d["ops"][1].update(compute_time=float("nan")), "op 'n1': compute_time"),
+])
+def test_malformed_graph_files_name_the_file_and_the_op(tmp_path, mutate, message):
+    doc = chain_doc()
+    mutate(doc)
+    path = write_doc(tmp_path / "g.json.gz", doc)
+    with pytest.raises(GraphError) as info:
+        OpGraph.load(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: ") and message in text and "\n" not in text
+
+
+def test_json_level_corruptions_are_graph_errors(tmp_path):
+    for raw in [b'{"format": "rlplace.opgraph", "version": 1, "ops": [' + b"1" * 5000 + b"]}",  # int too long
+                b"[" * 100_000,  # too deeply nested
+                b'{"format": "rlplace.opgraph", "version": 1, "ops": "\xff\xfe"}',
+                b"\xff\xfe\x00"]:
+        path = tmp_path / "g.json.gz"
+        path.write_bytes(gzip.compress(raw))
+        with pytest.raises(GraphError, match="g.json.gz: "):
+            OpGraph.load(path)
+
+
+def test_the_decompressed_size_is_capped(tmp_path):
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(b" " * 1_000_000 + json.dumps(chain_doc()).encode()))
+    with pytest.raises(GraphError, match=r"bomb.json.gz: more than 999999 bytes decompressed \(graph.max_bytes"):
+        OpGraph.load(path, max_bytes=999_999)
+    assert OpGraph.load(path, max_bytes=2_000_000).num_ops == 3
+
+
+def test_the_default_cap_takes_the_gnmt_profile_and_refuses_a_gigabyte(baechi_profile, tmp_path):
+    from rlplace.graph import DEFAULT_MAX_FILE_BYTES
+    from rlplace.zoo import load_baechi_profile
+
+    path = tmp_path / "gnmt.json.gz"
+    load_baechi_profile(baechi_profile).save(path)
+    assert len(gzip.decompress(path.read_bytes())) * 100 < DEFAULT_MAX_FILE_BYTES < 2**30
+    assert OpGraph.load(path).num_ops == 2828
+
+
+def test_graphs_whose_compute_would_overflow_are_refused_before_heft_sees_them():
+    ops = [op(c, compute_time=1.7e308) for c in "abc"]
+    with pytest.raises(GraphError, match="op 'a': compute_time"):
+        OpGraph.from_records(ops, [("a", "b", 1), ("b", "c", 1)])
+
+
+def test_a_graph_at_the_limits_is_placed_with_valid_devices_and_a_finite_step_time():
+    from rlplace.placers import make_placer
+    from rlplace.presets import load_preset
+    from rlplace.sim import simulate
+
+    ops = [op(c, compute_time=3.3e8, out=[2**58]) for c in "abc"]
+    g = OpGraph.from_records(ops, [("a", "b", 2**58), ("b", "c", 2**58)])
+    cluster = load_preset("cluster", "baechi_2080")
+    for name in ("heft", "m_etf", "m_sct"):
+        device = make_placer(name).place(g, cluster).device_of
+        assert ((device >= 0) & (device < cluster.num_devices)).all(), name
+        assert math.isfinite(simulate(g, cluster, device).step_time)

@@ -1,11 +1,12 @@
 import io
 import pickle
+import sys
 
 import networkx as nx
 import numpy as np
 import pytest
 
-from rlplace.errors import GraphError
+from rlplace.errors import ConfigError, GraphError
 from rlplace.zoo import chain, fork_join, layered, linear_regression, load_baechi_profile
 from rlplace.zoo.baechi import read_baechi_pickle
 
@@ -78,3 +79,103 @@ def test_baechi_import_refuses_foreign_classes(tmp_path):
         load_baechi_profile(evil)
     with pytest.raises(GraphError, match="no such Baechi profile"):
         load_baechi_profile(tmp_path / "missing.pkl")
+
+
+class _ProfilePickler(pickle.Pickler):
+    """Writes a Baechi cost.pkl as its authors' code did: GraphDef and placer.cost.Cost globals."""
+
+    def reducer_override(self, obj):
+        from tensorflow.core.framework import graph_pb2
+
+        from rlplace.zoo.baechi import Cost, _SerializedProto
+
+        if isinstance(obj, _SerializedProto):
+            return graph_pb2.GraphDef, (), {"serialized": obj.serialized}
+        if type(obj) is Cost:
+            return sys.modules["placer.cost"].Cost, tuple(obj)
+        return NotImplemented
+
+
+@pytest.fixture
+def write_profile(baechi_profile, monkeypatch, tmp_path):
+    """``write_profile(change)``: a copy of the real profile under tmp_path, with ``change``
+    applied to its unpickled dict first."""
+    import types
+    from collections import namedtuple
+
+    from rlplace.zoo.baechi import _RestrictedUnpickler
+
+    module = types.ModuleType("placer.cost")
+    module.Cost = namedtuple("Cost", "compute_cost output_memory temporary_memory persistent_memory",
+                             module="placer.cost")
+    monkeypatch.setitem(sys.modules, "placer", types.ModuleType("placer"))
+    monkeypatch.setitem(sys.modules, "placer.cost", module)
+
+    def write(change):
+        data = _RestrictedUnpickler(io.BytesIO(baechi_profile.read_bytes())).load()
+        change(data)
+        buf = io.BytesIO()
+        _ProfilePickler(buf, protocol=4).dump(data)
+        path = tmp_path / "cost.pkl"
+        path.write_bytes(buf.getvalue())
+        return path
+
+    return write
+
+
+def _set_cost(data, name, **fields):
+    data["cost_dict"][name] = data["cost_dict"][name]._replace(**fields)
+
+
+def _first_profiled(data):
+    """A profiled op of the graph (two of the cost dictionary's ops are not in it)."""
+    return "encoder/embedding"
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: None, None),  # the copy itself loads
+    (lambda d: setattr(d["graphdef"], "serialized", b"\xff\xff not a GraphDef"),
+     "not a Baechi cost.pkl profile (DecodeError"),
+    (lambda d: setattr(d["graphdef"], "serialized", 12), "not a Baechi cost.pkl profile (TypeError"),
+    (lambda d: d.update(cost_dict=[1, 2]), "not a Baechi cost.pkl profile"),
+    (lambda d: d.pop("graphdef"), "not a Baechi cost.pkl profile (KeyError"),
+    (lambda d: _set_cost(d, _first_profiled(d), compute_cost=float("nan")), "bad profile"),
+    (lambda d: _set_cost(d, _first_profiled(d), compute_cost=float("inf")), "bad profile"),
+    (lambda d: _set_cost(d, _first_profiled(d), compute_cost=None), "bad profile"),
+    (lambda d: _set_cost(d, _first_profiled(d), temporary_memory="abc"), "bad profile"),
+    (lambda d: _set_cost(d, _first_profiled(d), output_memory=None), "bad profile"),
+    (lambda d: _set_cost(d, _first_profiled(d), compute_cost=1e300), "compute_time"),
+    (lambda d: _set_cost(d, _first_profiled(d), persistent_memory=10**30), "persistent_bytes"),
+])
+def test_a_malformed_baechi_profile_is_a_graph_error_naming_the_file(write_profile, change, message):
+    path = write_profile(change)
+    if message is None:
+        assert load_baechi_profile(path).num_ops == 2828
+        return
+    with pytest.raises(GraphError) as info:
+        load_baechi_profile(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: ") and message in text and "\n" not in text
+
+
+def test_a_baechi_profile_names_the_op_with_a_bad_cost(write_profile):
+    name = []
+    path = write_profile(lambda d: (name.append(_first_profiled(d)),
+                                    _set_cost(d, name[0], compute_cost=float("nan"))))
+    with pytest.raises(GraphError, match=f"op '{name[0]}': bad profile"):
+        load_baechi_profile(path)
+
+
+def test_a_directory_or_an_oversized_file_is_not_a_baechi_profile(baechi_profile, tmp_path):
+    with pytest.raises(GraphError, match=f"{tmp_path}: not a Baechi cost.pkl profile"):
+        load_baechi_profile(tmp_path)
+    with pytest.raises(GraphError, match="cost.pkl: more than 1000 bytes"):
+        load_baechi_profile(baechi_profile, max_bytes=1000)
+
+
+def test_layered_refuses_negative_means_and_fractions_outside_0_1():
+    for bad in ({"compute_mean": -1}, {"output_bytes_mean": -1.0}, {"compute_cv": float("nan")},
+                {"persistent_fraction": 1.5}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            layered(20, **bad)
+    assert layered(20, compute_mean=0).total_compute == 0  # a mean of 0 is asked for, not a slip

@@ -9,29 +9,34 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from tqdm import tqdm
 
+from rlplace.apps.checks import FLAG, SEED, check_config
 from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors
 from rlplace.backends import make_backend
 from rlplace.cluster import Cluster
-from rlplace.errors import ConfigError
+from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
-from rlplace.placers import make_placer
+from rlplace.placers import available_placers, make_placer
 from rlplace.presets import instantiate_node
 from rlplace.report import format_table, plot_memory, plot_schedule
 from rlplace.sim import simulate
 
 PROG = "rlplace-compare"
+ALLOWED = {"seed": SEED, "plots": FLAG}
 log = logging.getLogger(__name__)
 
 
 def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
+    check_config(cfg, ALLOWED)
+    names = placer_names(cfg.placers)
     graph = instantiate_node(cfg, "graph")
     cluster = instantiate_node(cfg, "cluster")
     if not isinstance(graph, OpGraph) or not isinstance(cluster, Cluster):
@@ -45,29 +50,49 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
 
     placer_options = OmegaConf.to_container(cfg.placer_options)
     placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {})))
-               for name in cfg.placers]  # every name is checked before any work starts
+               for name in names]  # every name is checked before any work starts
     records, placements = [], {}
     for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False):
         start = time.perf_counter()
-        placement = placer.place(graph, cluster)
-        placement_time = time.perf_counter() - start
-        result = backend.evaluate(graph, cluster, placement)
-        records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
-                        "ops_placed": getattr(placer, "nodes_placed", graph.num_ops)})
-        placements[name] = placement
+        try:
+            placement = placer.place(graph, cluster)
+            placement_time = time.perf_counter() - start
+            result = backend.evaluate(graph, cluster, placement)
+        except Exception as exc:  # noqa: BLE001 - one placer's failure must not cost the others
+            error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+            tqdm.write(f"{PROG}: placer {name} failed: {error}", file=sys.stderr)  # above the bar
+            records.append({"placer": name, "error": error, "placement_time": time.perf_counter() - start})
+        else:
+            records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
+                            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops)})
+            placements[name] = placement
         (out_dir / "results.json").write_text(json.dumps(records, indent=1))  # keep what is done
 
     log.info(format_table(records, cluster))
-    best = min(records, key=lambda r: (r["oom"], r["step_time"]))
+    placed = [r for r in records if "error" not in r]
+    if not placed:
+        raise PlacementError(f"every placer failed ({', '.join(names)}); the errors are in {out_dir / 'results.json'}")
+    best = min(placed, key=lambda r: (r["oom"], r["step_time"]))
     placements[best["placer"]].save(out_dir / "best_placement.json", graph, cluster)
     if cfg.plots:
         trace = simulate(graph, cluster, placements[best["placer"]], trace=True).schedule
         plot_schedule(graph, cluster, trace, out_dir / "schedule.png",
                       title=f"{graph.name}: simulated schedule of {best['placer']} "
                             f"({best['step_time'] * 1e3:.3f} ms)")
-        plot_memory(records, cluster, out_dir / "memory.png")
+        plot_memory(placed, cluster, out_dir / "memory.png")
     log.info(f"best: {best['placer']}; results in {out_dir}")
     return records
+
+
+def placer_names(value) -> list[str]:
+    """``placers`` as a list of names. One bare name (``placers=single``, which Hydra reads as a
+    string) is the list of that one placer: what a user who types it means."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, ListConfig)) or not names or not all(
+            isinstance(n, str) and n for n in names):
+        raise ConfigError(f"placers must be a non-empty list of placer names, e.g. placers=[single,heft], "
+                          f"got {value!r} (known: {', '.join(available_placers())}, or agent:checkpoint.pt)")
+    return list(names)
 
 
 def _placer(name: str, seed: int, options: dict):
@@ -88,7 +113,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    run_app(_hydra_main)
+    run_app(_hydra_main, PROG)
 
 
 if __name__ == "__main__":

@@ -28,12 +28,16 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 import rlplace
+from rlplace.apps.checks import FLAG, SEED, Allowed, check_config
 from rlplace.apps.common import run_app, user_errors
 from rlplace.errors import ConfigError
 
 PROG = "rlplace-reproduce"
 log = logging.getLogger(__name__)
 MODES = ("full", "smoke")
+ALLOWED = {"seed": SEED, "budget": Allowed(int, low=1, null="the table's"),
+           "budget_seconds": Allowed(float, low=0, open_low=True, null="no limit"),
+           "plots": FLAG, "record": FLAG, "why_only": FLAG}
 
 
 def repo_root() -> Path:
@@ -80,6 +84,7 @@ def with_agent_overrides(table: dict) -> dict:
 
 
 def reproduce(cfg: DictConfig, out_dir: Path):
+    check_config(cfg, ALLOWED)
     root = repo_root()
     from experiments.tables.common import Context, update_why
 
@@ -118,7 +123,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    run_app(_hydra_main)
+    run_app(_hydra_main, PROG)
 
 
 if __name__ == "__main__":

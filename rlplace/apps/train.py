@@ -17,6 +17,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from rlplace.apps.checks import COUNT, FLAG, SECONDS, SEED, Allowed, check_config
 from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors
 from rlplace.cluster import Cluster
 from rlplace.distributed import make_parallel_backend
@@ -25,6 +26,21 @@ from rlplace.graph import OpGraph
 from rlplace.presets import instantiate_node
 
 PROG = "rlplace-train"
+ALLOWED = {
+    "seed": SEED,
+    "budget.placements": Allowed(int, low=1, null="no limit"),
+    "budget.seconds": Allowed(float, low=0, open_low=True, null="no limit"),
+    "torch_threads": Allowed(int, low=1, null="all cores"),
+    "checkpoint_every": COUNT, "stop_after_updates": Allowed(int, low=1, null="never"),
+    "agent.samples": COUNT, "backend.workers": COUNT,
+    "ray.timeout": SECONDS, "ray.max_retries": Allowed(int, low=0),
+    "ray.num_cpus": Allowed(float, low=0, null="Ray's default"),
+    "ray.num_gpus": Allowed(float, low=0, null="the cluster's GPUs shared out"),
+    "warm_start.behaviour_cloning": FLAG, "warm_start.first_sample": FLAG,
+    "warm_start.bc_steps": Allowed(int, low=0), "warm_start.bc_lr": SECONDS,
+    "warm_start.bc_target_accuracy": Allowed(float, low=0, high=1), "warm_start.bc_check_every": COUNT,
+    "resume": FLAG, "progress": FLAG, "plots": FLAG,
+}
 log = logging.getLogger(__name__)
 
 
@@ -33,6 +49,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     from rlplace.agents.trainer import TrainConfig, train
     from rlplace.agents.warmstart import WarmStartConfig
 
+    check_config(cfg, ALLOWED)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     graph = instantiate_node(cfg, "graph")
@@ -92,7 +109,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    run_app(_hydra_main)
+    run_app(_hydra_main, PROG)
 
 
 if __name__ == "__main__":

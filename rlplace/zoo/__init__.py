@@ -6,6 +6,7 @@ TensorFlow) only when called, so importing ``rlplace.zoo`` stays fast."""
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 from rlplace.errors import ConfigError
@@ -28,11 +29,28 @@ def build_tf_model(name: str, **knobs: Any):
 
     builder = tf_models.MODELS[name]
     params = inspect.signature(builder).parameters
-    for key in knobs:
+    for key, value in knobs.items():
         if key not in params:
             raise ConfigError(f"model.{key}: {name} has no knob {key!r} "
                               f"(knobs: {', '.join(params)})")
+        _check_knob(key, value, params[key].default)
     return builder(**knobs)
+
+
+def _check_knob(key: str, value: Any, default: Any) -> None:
+    """A knob takes the type of its default: sizes and counts (int) are >= 1, rates (float)
+    finite and > 0, switches (bool) true or false."""
+    if isinstance(default, bool):
+        ok, allowed = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, allowed = isinstance(value, int) and not isinstance(value, bool) and value >= 1, "an integer >= 1"
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+        allowed = "a finite number > 0"
+    else:
+        return
+    if not ok:
+        raise ConfigError(f"model.{key} must be {allowed}, got {value!r}")
 
 
 def load_graph(name: str, seed: int = 0, **overrides):

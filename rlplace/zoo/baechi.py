@@ -25,7 +25,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from rlplace.errors import GraphError
-from rlplace.graph import CONTROL, OpGraph
+from rlplace.graph import CONTROL, DEFAULT_MAX_FILE_BYTES, OpGraph
 
 Cost = namedtuple("Cost", "compute_cost output_memory temporary_memory persistent_memory")
 UNPROFILED_COMPUTE_TIME = 1e-6  # seconds; Baechi's value for ops without a profile
@@ -50,6 +50,16 @@ class _RestrictedUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"refusing to load class {module}.{name}") from None
 
 
+def _brief(value: object) -> str:
+    """The first line of ``value`` (or of its repr), at most 120 characters: for error messages."""
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except ValueError:  # an int too long to print
+        text = f"<{type(value).__name__}>"
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= 120 else line[:117] + "..."
+
+
 def default_profile_path() -> Path:
     """``$RLPLACE_BAECHI_GNMT`` if set, else ``shared/data/baechi_gnmt/cost.pkl`` beside the
     repository (found from this source file), else relative to the working directory."""
@@ -62,29 +72,53 @@ def default_profile_path() -> Path:
     return Path.cwd().parent / rel
 
 
-def read_baechi_pickle(path: str | Path) -> tuple[list, dict[str, Cost]]:
-    """The GraphDef's NodeDefs and the cost dictionary of a Baechi ``cost.pkl``."""
+def read_baechi_pickle(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tuple[list, dict[str, Cost]]:
+    """The GraphDef's NodeDefs and the cost dictionary of a Baechi ``cost.pkl`` of at most
+    ``max_bytes``."""
+    from google.protobuf.message import DecodeError
     from tensorflow.core.framework import graph_pb2  # protobuf classes of the GraphDef
 
     path = Path(path)
     try:
+        if path.stat().st_size > max_bytes:
+            raise GraphError(f"{path}: more than {max_bytes} bytes (max_bytes raises the limit)")
         data = _RestrictedUnpickler(io.BytesIO(path.read_bytes())).load()
         graphdef = graph_pb2.GraphDef()
         graphdef.ParseFromString(data["graphdef"].serialized)
         costs = dict(data["cost_dict"])
     except FileNotFoundError:
         raise GraphError(f"{path}: no such Baechi profile") from None
-    except (pickle.UnpicklingError, EOFError, KeyError, AttributeError, TypeError, ValueError) as exc:
-        raise GraphError(f"{path}: not a Baechi cost.pkl profile ({exc})") from None
+    except (OSError, pickle.UnpicklingError, DecodeError, EOFError, KeyError, AttributeError, TypeError,
+            ValueError, IndexError, MemoryError, RecursionError) as exc:
+        raise GraphError(f"{path}: not a Baechi cost.pkl profile ({type(exc).__name__}: "
+                         f"{_brief(str(exc))})") from None
     return list(graphdef.node), costs
 
 
-def load_baechi_profile(path: str | Path | None = None, name: str = "baechi_gnmt") -> OpGraph:
-    """The OpGraph of a Baechi ``cost.pkl`` (default: ``default_profile_path()``)."""
+def _profiled(cost: Cost) -> tuple[list[int], dict]:
+    """Outputs and costs of a profiled op (Baechi's conversion: at least 1 µs, sizes >= 0)."""
+    out = [max(0, int(b)) for b in cost.output_memory]
+    return out, {"compute_time": max(int(cost.compute_cost), 1) * 1e-6,
+                 "temporary_bytes": max(0, int(cost.temporary_memory)),
+                 "persistent_bytes": max(0, int(cost.persistent_memory))}
+
+
+def load_baechi_profile(path: str | Path | None = None, name: str = "baechi_gnmt",
+                        max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> OpGraph:
+    """The OpGraph of a Baechi ``cost.pkl`` (default: ``default_profile_path()``) of at most
+    ``max_bytes``. Every problem is a GraphError naming the file (and the op, where one is)."""
+    path = Path(path) if path is not None else default_profile_path()
+    nodes, costs = read_baechi_pickle(path, max_bytes)
+    try:
+        return _profile_graph(path, nodes, costs, name)
+    except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+        raise GraphError(f"{path}: not a Baechi cost.pkl profile ({type(exc).__name__}: "
+                         f"{_brief(str(exc))})") from None
+
+
+def _profile_graph(path: Path, nodes: list, costs: dict, name: str) -> OpGraph:
     import tensorflow as tf
 
-    path = Path(path) if path is not None else default_profile_path()
-    nodes, costs = read_baechi_pickle(path)
     names = {n.name for n in nodes}
 
     edges: dict[tuple[str, int, str], None] = {}  # ordered set of (src, port, dst)
@@ -95,6 +129,8 @@ def load_baechi_profile(path: str | Path | None = None, name: str = "baechi_gnmt
                 src, port = inp[1:], CONTROL
             else:
                 src, _, p = inp.partition(":")
+                if p and not p.isdigit():
+                    raise GraphError(f"{path}: op {node.name!r} reads {inp!r}, not <op>[:<output>]")
                 port = int(p) if p else 0
             if src not in names:
                 raise GraphError(f"{path}: op {node.name!r} reads unknown op {src!r}")
@@ -124,10 +160,11 @@ def load_baechi_profile(path: str | Path | None = None, name: str = "baechi_gnmt
     for node in nodes:
         cost = costs.get(node.name)
         if cost is not None:
-            out = [max(0, int(b)) for b in cost.output_memory]
-            rec = {"compute_time": max(int(cost.compute_cost), 1) * 1e-6,
-                   "temporary_bytes": max(0, int(cost.temporary_memory)),
-                   "persistent_bytes": max(0, int(cost.persistent_memory))}
+            try:
+                out, rec = _profiled(cost)
+            except (TypeError, ValueError, OverflowError, AttributeError):
+                raise GraphError(f"{path}: op {node.name!r}: bad profile {_brief(cost)} (sizes in bytes and "
+                                 f"compute_cost in µs must be numbers)") from None
         else:
             out = [0] * (max_port.get(node.name, -1) + 1)
             if node.op == "Const" and out:

@@ -23,6 +23,13 @@ def _lognormal(rng: np.random.Generator, mean: float, cv: float, size: int) -> n
     return rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), size)
 
 
+def _need_nonnegative(generator: str, **params: float) -> None:
+    """Means and coefficients of variation: finite and >= 0 (a mean of 0 makes every value 0)."""
+    for key, value in params.items():
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise ConfigError(f"{generator}: {key} must be a finite number >= 0, got {value!r}")
+
+
 def layered(num_ops: int = 1000, width: int = 16, max_fan_in: int = 3, skip_prob: float = 0.1,
             compute_mean: float = 1e-3, compute_cv: float = 1.0,
             output_bytes_mean: float = 1e6, bytes_cv: float = 1.0,
@@ -35,6 +42,12 @@ def layered(num_ops: int = 1000, width: int = 16, max_fan_in: int = 3, skip_prob
     ``temporary_fraction`` need scratch memory. Same seed, same graph."""
     if num_ops < 1 or width < 1 or max_fan_in < 1 or not 0 <= skip_prob <= 1:
         raise ConfigError("layered: need num_ops >= 1, width >= 1, max_fan_in >= 1, 0 <= skip_prob <= 1")
+    _need_nonnegative("layered", compute_mean=compute_mean, compute_cv=compute_cv,
+                      output_bytes_mean=output_bytes_mean, bytes_cv=bytes_cv,
+                      persistent_bytes_mean=persistent_bytes_mean, temporary_bytes_mean=temporary_bytes_mean)
+    for key, value in (("persistent_fraction", persistent_fraction), ("temporary_fraction", temporary_fraction)):
+        if not 0 <= value <= 1:
+            raise ConfigError(f"layered: {key} must be in [0, 1], got {value!r}")
     rng = np.random.default_rng(seed)
     layer = np.arange(num_ops) // width
     compute = _lognormal(rng, compute_mean, compute_cv, num_ops)
