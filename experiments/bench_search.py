@@ -53,9 +53,10 @@ def run(name: str, options: dict, graph, cluster, start, budget: int, seed: int)
     return {"step_time": r.step_time, "oom": r.oom, "seconds": r.seconds, "curve": r.curve}
 
 
-def cell(values) -> str:
+def cell(values, oom=()) -> str:
     v = np.asarray(values) * 1e3
-    return f"{np.median(v):.1f} [{v.min():.1f}–{v.max():.1f}]"
+    ooms = f" (OOM {sum(oom)}/{len(v)})" if any(oom) else ""
+    return f"{np.median(v):.1f} [{v.min():.1f}–{v.max():.1f}]{ooms}"
 
 
 def main() -> None:
@@ -99,8 +100,10 @@ def markdown(results: dict) -> str:
     budgets = results["budgets"]
     lines = ["# Search placers: best step time against evaluations", "",
              f"Step time in ms, median [min–max] over seeds {results['seeds']}; each budget a run of its "
-             "own, the start's evaluation included; seconds: median wall time of the run at the largest "
-             f"budget (this 2-core machine, shared, OMP_NUM_THREADS=1). Total {results['run_time_s'] / 60:.1f} min.", ""]
+             "own, the start's evaluation included; (OOM k/n): k of the n runs ended above the memory "
+             "(from an OOM start the search first shrinks the overflow). Seconds: median wall time of "
+             "the run at the largest budget on this 2-core machine shared with other jobs "
+             f"(OMP_NUM_THREADS=1), so only roughly comparable. Total {results['run_time_s'] / 60:.1f} min.", ""]
     for g in results["graphs"]:
         lines += [f"## {g['key']} ({g['ops']} ops; lower bound {g['lower_bound'] * 1e3:.1f} ms; best heuristic "
                   f"{g['best_heuristic']}, all heuristics placed and simulated in {g['heuristics_seconds']:.1f} s)", "",
@@ -109,11 +112,10 @@ def markdown(results: dict) -> str:
         for start in dict.fromkeys(r["start"] for r in g["runs"]):
             for name in ("local_search", "annealing"):
                 runs = [r for r in g["runs"] if r["start"] == start and r["placer"] == name]
-                cells = [cell([r["step_time"] for r in runs if r["budget"] == b]) for b in budgets]
+                cells = [cell([r["step_time"] for r in runs if r["budget"] == b],
+                              [r["oom"] for r in runs if r["budget"] == b]) for b in budgets]
                 seconds = np.median([r["seconds"] for r in runs if r["budget"] == budgets[-1]])
-                ooms = sum(r["oom"] for r in runs)
-                lines.append(f"| {start} | {name}{f' ({ooms} OOM)' if ooms else ''} | " + " | ".join(cells)
-                             + f" | {seconds:.1f} |")
+                lines.append(f"| {start} | {name} | " + " | ".join(cells) + f" | {seconds:.1f} |")
             if g["key"].startswith("gnmt") and start in REFERENCE and len(budgets) == 3:
                 lines.append(f"| {start} | issue 16's hill-climb (median of 3) | "
                              + " | ".join(f"{t * 1e3:.1f}" for t in REFERENCE[start]) + " | 1.3–2.5 |")

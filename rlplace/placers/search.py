@@ -174,11 +174,9 @@ class SearchPlacer:
         names = list(HEURISTICS if self.start == "best" else [self.start] if isinstance(self.start, str)
                      else self.start)
         name, placement, overflow, step = best_of(graph, cluster, names, self.seed, self.backend)
-        self.search(graph, cluster, placement, (overflow, step), spent=len(names), clock=clock)
-        self.result.start = name
-        return self.result.placement
+        return self.search(graph, cluster, placement, name, (overflow, step), spent=len(names), clock=clock).placement
 
-    def search(self, graph: OpGraph, cluster: Cluster, start: Placement,
+    def search(self, graph: OpGraph, cluster: Cluster, start: Placement, start_name: str = "given",
                score: tuple[float, float] | None = None, spent: int = 0, clock: float | None = None) -> SearchResult:
         """Improve ``start`` (its (overflow, step time) ``score``, evaluated here if not given);
         ``spent`` evaluations and the time since ``clock`` already count against the budget."""
@@ -210,7 +208,7 @@ class SearchPlacer:
         bar.close()
         self.result = SearchResult(
             placement=Placement(moves.expand(best)), step_time=best_score[1], overflow_bytes=best_score[0],
-            start="given", start_step_time=start_score[1], start_overflow_bytes=start_score[0],
+            start=start_name, start_step_time=start_score[1], start_overflow_bytes=start_score[0],
             evaluations=len(curve), accepted=accepted, last_improvement_at=last_gain,
             seconds=time.perf_counter() - clock, curve=curve)
         return self.result
