@@ -47,7 +47,7 @@ from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
-from rlplace.placers import make_placer, register
+from rlplace.placers import available_placers, make_placer, register
 from rlplace.sim import simulate_many
 
 # The algorithmic placers ``start="best"`` chooses from.
@@ -164,6 +164,16 @@ class SearchPlacer:
                               f"got {self.evaluations} and {self.seconds}")
         if self.batch < 1:
             raise ConfigError(f"{type(self).__name__}: batch must be >= 1, got {self.batch}")
+        unknown = [name for name in self.start_names if name not in available_placers()]
+        if unknown:
+            raise ConfigError(f"{type(self).__name__}: unknown start placer {unknown[0]!r} "
+                              f"(known: {', '.join(available_placers())})")
+
+    @property
+    def start_names(self) -> list[str]:
+        if self.start == "best":
+            return list(HEURISTICS)
+        return [self.start] if isinstance(self.start, str) else list(self.start)
 
     @property
     def curve(self) -> list[float]:
@@ -171,8 +181,7 @@ class SearchPlacer:
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         clock = time.perf_counter()
-        names = list(HEURISTICS if self.start == "best" else [self.start] if isinstance(self.start, str)
-                     else self.start)
+        names = self.start_names
         name, placement, overflow, step = best_of(graph, cluster, names, self.seed, self.backend)
         return self.search(graph, cluster, placement, name, (overflow, step), spent=len(names), clock=clock).placement
 
