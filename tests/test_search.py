@@ -173,7 +173,7 @@ def test_annealing_schedule_and_acceptance():
 
 @pytest.mark.parametrize("options", [{"evaluations": None}, {"evaluations": 0}, {"seconds": 0}, {"batch": 0},
                                      {"t_start": 1e-3, "t_end": 1e-2}, {"start": "magic"},
-                                     {"start": ["metis", "magic"]}])
+                                     {"start": ["metis", "magic"]}, {"backend": "tf"}])
 def test_bad_options_are_config_errors(options):
     with pytest.raises(ConfigError):
         make_placer("annealing", **options)

@@ -164,6 +164,9 @@ class SearchPlacer:
                               f"got {self.evaluations} and {self.seconds}")
         if self.batch < 1:
             raise ConfigError(f"{type(self).__name__}: batch must be >= 1, got {self.batch}")
+        if self.backend is not None and not hasattr(self.backend, "evaluate"):
+            raise ConfigError(f"{type(self).__name__}: backend must be a Backend (an object with evaluate), "
+                              f"got {self.backend!r}; rlplace-compare passes its own")
         unknown = [name for name in self.start_names if name not in available_placers()]
         if unknown:
             raise ConfigError(f"{type(self).__name__}: unknown start placer {unknown[0]!r} "
