@@ -1,5 +1,6 @@
 """Warm starts of a learned placer from an algorithmic one (``warm_start.placer=heft``, or
-m_etf, m_sct, celeritas, ...), written against the ``Policy`` and ``Algorithm`` protocols so
+m_etf, m_sct, celeritas, ..., or ``best``: the heuristic whose placement simulates fastest on
+the problem), written against the ``Policy`` and ``Algorithm`` protocols so
 they serve every agent:
 
 (a) behaviour cloning: before RL, maximise the policy's log probability of the heuristic's
@@ -20,8 +21,10 @@ import numpy as np
 import torch
 
 from rlplace.agents.base import Algorithm, Policy
+from rlplace.errors import ConfigError
 from rlplace.placement import Placement
 from rlplace.placers import make_placer
+from rlplace.placers.search import HEURISTICS, evaluate_rows
 
 
 @dataclass
@@ -38,7 +41,15 @@ class WarmStartConfig:
 
 def heuristic_actions(problem, placer: str, seed: int = 0, **options) -> tuple[Placement, torch.Tensor]:
     """The heuristic's placement of ``problem`` (a PlacementEnv) as an action: one device per
-    unit (the device of the unit's first op), and the op placement that action stands for."""
+    unit (the device of the unit's first op), and the op placement that action stands for.
+    ``placer="best"``: of the placers in ``HEURISTICS``, the one whose action has the best
+    simulated (memory overflow, step time), ties to the earlier one."""
+    if placer == "best":
+        if options:
+            raise ConfigError(f"warm_start.placer=best takes no placer_options, got {sorted(options)}")
+        found = [heuristic_actions(problem, name, seed) for name in HEURISTICS]
+        overflow, step = evaluate_rows(problem.graph, problem.cluster, np.stack([p.device_of for p, _ in found]))
+        return found[int(np.lexsort((step, overflow))[0])]
     placement = make_placer(placer, seed=seed, **options).place(problem.graph, problem.cluster)
     actions = np.asarray(placement.device_of)[problem.units.first_ops()]
     return problem.units.expand(actions), torch.as_tensor(actions, dtype=torch.long)

@@ -33,6 +33,7 @@ import numpy as np
 RESULTS = Path(__file__).parent / "results"
 CONF = Path(__file__).resolve().parents[1] / "conf"
 FIXED = ("single", "random", "round_robin", "expert")
+SEARCH = ("local_search", "annealing")  # search placers: not one placement of their own
 CALIBRATION = ("single_0", "round_robin", "random_s0")
 LATENCIES = np.geomspace(1e-6, 1e-4, 41)
 
@@ -52,7 +53,7 @@ def placements(graph, cluster, num_random: int) -> dict:
            "expert": make_placer("expert").place(graph, cluster),
            "round_robin": make_placer("round_robin").place(graph, cluster)}
     for name in available_placers():
-        if name not in FIXED:
+        if name not in FIXED + SEARCH:
             out[name] = make_placer(name, seed=0).place(graph, cluster)
     for seed in range(num_random):
         out[f"random_s{seed}"] = make_placer("random", seed=seed).place(graph, cluster)

@@ -8,9 +8,10 @@ profile and the TensorFlow zoo models.
 
 Every step time comes from the simulator (``rlplace.sim.simulate``), never from a placer's own
 estimate. The lower bound is DESIGN.md's: max(longest compute-only path, total compute / number
-of devices), with device speeds. The hill-climb (``hill_climb``) moves colocation units (a
-colocation group or a lone op) or contiguous runs of them between devices and keeps a move
-when the step time does not get worse and the placement fits in memory.
+of devices), with device speeds. The hill-climb is the ``local_search`` placer
+(``rlplace.placers.search``): it moves colocation units (a colocation group or a lone op) or
+contiguous runs of them between devices and keeps a move when the step time does not get worse
+and the placement fits in memory.
 
 Writes experiments/results/placer_quality.{json,md} (``--quick``: placer_quality_quick.*).
 With ``--only``, the graphs run replace theirs in an existing results file of the same mode,
@@ -34,7 +35,9 @@ from tqdm import tqdm
 from rlplace.cluster import Cluster, CommModel, load_preset
 from rlplace.coarsen import CoarseGraph
 from rlplace.graph import OpGraph
+from rlplace.placement import Placement
 from rlplace.placers import available_placers, make_placer
+from rlplace.placers.search import LocalSearch
 from rlplace.sim import lower_bound, simulate
 from rlplace.zoo import default_profile_path, layered, load_baechi_profile
 
@@ -63,59 +66,16 @@ PLACERS: list[tuple[str, str, dict]] = [  # (label, registered name, options)
 
 # ------------------------------------------------------------------------------ lower bound
 # ------------------------------------------------------------------------------ hill-climb
-RUN_FRACTION = 0.05  # a run move moves up to this fraction of the units
-
-
-def hill_climb(graph: OpGraph, cluster: Cluster, start, budget: int,
-               rng: np.random.Generator) -> dict:
-    """First-improvement local search from ``start``, ``budget`` simulations in all (the start's
-    included). Each step proposes, with equal odds, moving one colocation unit (a colocation
-    group or a lone op) to another device, or moving a contiguous run of 2..5% of the units (in
-    topological order of their first op) to one device; a proposal that changes nothing is drawn
-    again without simulating. A move is kept when (memory overflow, step time) does not get
-    worse, compared in that order, where overflow is the bytes above each device's memory summed
-    over devices: from a start that fits, OOM moves are rejected and moves that do not slow the
-    step are kept; from an OOM start, moves that reduce the overflow are kept (even if slower)
-    until it fits. The current placement is therefore always the best seen; it is returned
-    with its step time and the curve (the best step time after each simulation)."""
-    units = CoarseGraph.colocation(graph)
-    rank = np.empty(units.num_groups, dtype=np.int64)
-    rank[np.argsort(units.first_ops(), kind="stable")] = np.arange(units.num_groups)
-    unit_rank = rank[units.group_of]                       # each op's unit, in topological order
-    ops = np.argsort(unit_rank, kind="stable")             # ops of unit r: ops[bounds[r]:bounds[r + 1]]
-    bounds = np.searchsorted(unit_rank[ops], np.arange(units.num_groups + 1))
-    num_units, ndev = units.num_groups, cluster.num_devices
-    max_run = max(2, int(RUN_FRACTION * num_units))
-    dev = np.array(start, dtype=np.int64)
-
-    def score(result) -> tuple[float, float]:
-        return float(np.maximum(result.peak_memory - cluster.memory, 0).sum()), result.step_time
-
-    current = score(simulate(graph, cluster, dev))
-    curve, accepted, last_gain = [current[1]], 0, 0
-    while ndev > 1 and len(curve) < budget:
-        if num_units > 1 and rng.random() < 0.5:
-            length = int(rng.integers(2, min(max_run, num_units) + 1))
-            first = int(rng.integers(0, num_units - length + 1))
-        else:
-            length, first = 1, int(rng.integers(num_units))
-        moved = ops[bounds[first]:bounds[first + length]]
-        to = int(rng.integers(ndev))
-        if np.all(dev[moved] == to):
-            continue
-        before = dev[moved].copy()
-        dev[moved] = to
-        candidate = score(simulate(graph, cluster, dev))
-        if candidate <= current:
-            accepted += 1
-            last_gain = len(curve) if candidate < current else last_gain
-            current = candidate
-        else:
-            dev[moved] = before
-        curve.append(current[1])
-    return {"step_time": current[1], "oom": current[0] > 0, "overflow_bytes": current[0],
-            "simulations": len(curve), "accepted": accepted, "last_improvement_at": last_gain,
-            "units": num_units, "curve": curve, "placement": dev}
+def hill_climb(graph: OpGraph, cluster: Cluster, start, budget: int, seed: int) -> dict:
+    """``local_search`` (rlplace.placers.search) from ``start``, ``budget`` simulations in all
+    (the start's included): each round moves one colocation unit, or a contiguous run of up to
+    5% of the units, in each of 4 candidates and keeps the best if (memory overflow, step time)
+    is not worse. Returns its record with the placement and the curve (the best step time
+    after each simulation)."""
+    r = LocalSearch(evaluations=budget, seed=seed, progress=False).search(graph, cluster, Placement(start))
+    return {"step_time": r.step_time, "oom": r.oom, "overflow_bytes": r.overflow_bytes,
+            "simulations": r.evaluations, "accepted": r.accepted, "last_improvement_at": r.last_improvement_at,
+            "units": CoarseGraph.colocation(graph).num_groups, "curve": r.curve, "placement": r.placement.device_of}
 
 
 # ------------------------------------------------------------------------------ graph families
@@ -262,7 +222,7 @@ def run_placer(label: str, name: str, options: dict, graph: OpGraph, cluster: Cl
         hc, record["hill_climb_same_as"] = climbs[key]
     else:
         start = time.perf_counter()
-        hc = hill_climb(graph, cluster, dev, budget, np.random.default_rng(seed))
+        hc = hill_climb(graph, cluster, dev, budget, seed)
         hc["time"] = time.perf_counter() - start
         climbs[key] = (hc, label)
     stride = max(1, budget // 40)
@@ -319,12 +279,12 @@ def markdown(results: dict) -> str:
              f"{results['run_time_s'] / 60:.1f} min on this 2-core machine (shared with other jobs).", "",
              "- **lower bound (LB)**: max(longest compute-only path, total compute / number of "
              "devices), with device speeds (DESIGN.md); it ignores communication.",
-             "- **hill-climb (HC)**: from the placer's own placement, each step moves one "
-             "colocation unit to another device or a contiguous run of up to 5% of the units (in "
-             "topological order) to one device, and keeps the move if the simulated step time is "
-             "not worse and it fits in memory (from an OOM start: if the bytes over the limit "
-             "shrink, or stay and the step is not slower). Same seed for every start; starts "
-             "that are the same placement share one climb.",
+             "- **hill-climb (HC)**: the `local_search` placer from the placer's own placement: each "
+             "round draws 4 candidates, each moving one colocation unit to another device or a "
+             "contiguous run of up to 5% of the units (in topological order) to one device, and "
+             "keeps the best if the simulated step time is not worse and it fits in memory (from "
+             "an OOM start: if the bytes over the limit shrink, or stay and the step is not "
+             "slower). Same seed for every start; starts that are the same placement share one climb.",
              "- **improvement** = (placer − HC) / placer; ratio placer/HC = placer / HC.",
              f"- layered DAGs: `rlplace.zoo.layered` with {LAYERED}, compute clipped to "
              f"[{COMPUTE_RANGE[0] * 1e6:g} µs, {COMPUTE_RANGE[1] * 1e6:g} µs], outputs to "

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Protocol, runtime_checkable
 
+import numpy as np
+
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
-from rlplace.sim import StepResult, simulate
+from rlplace.sim import BatchResult, StepResult, simulate, simulate_many
 
 
 @runtime_checkable
@@ -34,6 +36,19 @@ class SimBackend:
         placement = placement if isinstance(placement, Placement) else Placement(placement)
         placement.validate(graph, cluster)
         return simulate(graph, cluster, placement, trace=self.trace)
+
+    def evaluate_many(self, graph: OpGraph, cluster: Cluster, placements) -> BatchResult:
+        """Every row of ``placements`` (placements × ops) in one ``simulate_many`` call, with
+        the checks of ``evaluate`` (no schedules); what the search placers use."""
+        rows = np.asarray(placements)
+        groups = list(graph.colocation_groups.values())
+        if groups and rows.ndim == 2 and len(rows):
+            members = np.concatenate(groups)
+            leaders = np.repeat([ops[0] for ops in groups], [len(ops) for ops in groups])
+            split = np.flatnonzero(np.any(rows[:, members] != rows[:, leaders], axis=1))
+            if len(split):
+                Placement(rows[split[0]]).validate(graph, cluster)
+        return simulate_many(graph, cluster, rows)
 
 
 def _tf_backend(**options) -> Backend:

@@ -125,3 +125,27 @@ def plot_training_curve(step_times: Sequence[float], valid: Sequence[bool], path
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_curves(records: Sequence[dict], lower_bound: float, path: str | Path, title: str = "") -> None:
+    """Best step time against placements evaluated for every record with a ``curve`` (search
+    placers, learned placers), the other placers' step times as horizontal lines, and the
+    lower bound as a dashed line."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for k, r in enumerate(records):
+        if r.get("curve"):
+            curve = np.asarray(r["curve"]) * 1e3
+            ax.step(np.arange(1, len(curve) + 1), curve, where="post", color=f"C{k % 10}", label=r["placer"])
+        else:
+            ax.axhline(r["step_time"] * 1e3, color=f"C{k % 10}", linewidth=1, alpha=0.7,
+                       label=r["placer"] + (" (OOM)" if r["oom"] else ""))
+    ax.axhline(lower_bound * 1e3, color="k", linestyle="dashed", linewidth=1, label="lower bound")
+    ax.set_xscale("log")
+    ax.set_xlabel("placements evaluated")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(title or "Best step time against placements evaluated")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -125,6 +125,11 @@ class PPO:
         self.generator = torch.Generator().manual_seed(config.seed)
         self.updates = 0
 
+    def seed_baseline(self, reward: float) -> None:
+        """Start the baseline at a known reward (a heuristic's placement as the first sample):
+        ``B_1`` of Eq. 7 is then that reward instead of the first sampled one."""
+        self.baseline.value = float(reward)
+
     def loss(self, policy: Policy, rollout: Rollout) -> tuple[torch.Tensor, dict[str, float]]:
         """The clipped surrogate minus the entropy bonus on ``rollout`` under current weights, per
         decision, averaged over decisions and samples."""

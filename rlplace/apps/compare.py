@@ -3,6 +3,10 @@ backend, print a table and write ``results.json`` and plots into the Hydra run d
 
     rlplace-compare graph=baechi_gnmt cluster=baechi_2080 placers=[single,round_robin,random]
     rlplace-compare ... placers=[m_etf,mars:outputs/run/checkpoint.pt]    # a policy from rlplace-train
+    rlplace-compare ... placers=[metis,local_search] +placer_options.local_search.start=metis
+
+A search placer (local_search, annealing) evaluates its candidates on the compare backend; its
+curve (best step time against placements evaluated) goes into results.json and curves.png.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placers import available_placers, make_placer
 from rlplace.presets import instantiate_node
-from rlplace.report import format_table, plot_memory, plot_schedule
-from rlplace.sim import simulate
+from rlplace.report import format_table, plot_curves, plot_memory, plot_schedule
+from rlplace.sim import lower_bound, simulate
 
 PROG = "rlplace-compare"
 ALLOWED = {"seed": SEED, "plots": FLAG}
@@ -49,7 +53,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
              f"{cluster.comm.mode} transfers")
 
     placer_options = OmegaConf.to_container(cfg.placer_options)
-    placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {})))
+    placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {}), backend))
                for name in names]  # every name is checked before any work starts
     records, placements = [], {}
     for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False):
@@ -64,7 +68,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
             records.append({"placer": name, "error": error, "placement_time": time.perf_counter() - start})
         else:
             records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
-                            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops)})
+                            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops), **_search_record(placer)})
             placements[name] = placement
         (out_dir / "results.json").write_text(json.dumps(records, indent=1))  # keep what is done
 
@@ -80,6 +84,9 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
                       title=f"{graph.name}: simulated schedule of {best['placer']} "
                             f"({best['step_time'] * 1e3:.3f} ms)")
         plot_memory(placed, cluster, out_dir / "memory.png")
+        if any("curve" in r for r in placed):
+            plot_curves(placed, lower_bound(graph, cluster), out_dir / "curves.png",
+                        title=f"{graph.name}: best step time against placements evaluated")
     log.info(f"best: {best['placer']}; results in {out_dir}")
     return records
 
@@ -95,13 +102,24 @@ def placer_names(value) -> list[str]:
     return list(names)
 
 
-def _placer(name: str, seed: int, options: dict):
-    """A registered placer, or ``agent:checkpoint`` for a policy trained with rlplace-train."""
+def _placer(name: str, seed: int, options: dict, backend):
+    """A registered placer (a search placer evaluates its candidates on ``backend``), or
+    ``agent:checkpoint`` for a policy trained with rlplace-train."""
     if ":" in name:
         from rlplace.agents.placer import PolicyPlacer
 
         return PolicyPlacer.from_spec(name)
-    return make_placer(name, seed=seed, **options)
+    return make_placer(name, seed=seed, backend=backend, **options)
+
+
+def _search_record(placer) -> dict:
+    """A search placer's record for results.json: ``curve`` (best step time after each
+    evaluation) and ``search`` (its start, evaluations, ...)."""
+    result = getattr(placer, "result", None)
+    if result is None or not hasattr(result, "curve"):
+        return {}
+    summary = result.as_dict()
+    return {"curve": summary.pop("curve"), "search": summary}
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="compare")

@@ -40,14 +40,17 @@ def available_placers() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_placer(name: str, seed: int | None = None, **options) -> Placer:
-    """The placer registered as ``name``, built with ``options``. ``seed`` goes to placers
-    that take one (unless ``options`` sets it) and is ignored by the others."""
+def make_placer(name: str, seed: int | None = None, backend=None, **options) -> Placer:
+    """The placer registered as ``name``, built with ``options``. ``seed`` and ``backend`` (a
+    Backend, for the search placers that evaluate candidates) go to placers that take them
+    (unless ``options`` sets them) and are ignored by the others."""
     if name not in _REGISTRY:
         raise ConfigError(f"unknown placer {name!r} (known: {', '.join(available_placers())})")
     factory = _REGISTRY[name]
-    if seed is not None and "seed" in inspect.signature(factory).parameters:
-        options.setdefault("seed", seed)
+    parameters = inspect.signature(factory).parameters
+    for key, value in (("seed", seed), ("backend", backend)):
+        if value is not None and key in parameters:
+            options.setdefault(key, value)
     try:
         return factory(**options)
     except TypeError as exc:
@@ -57,5 +60,6 @@ def make_placer(name: str, seed: int | None = None, **options) -> Placer:
 from rlplace.placers import baselines  # noqa: E402,F401  (registers the baselines)
 from rlplace.placers import baechi  # noqa: E402,F401  (registers m_topo, m_etf, m_sct)
 from rlplace.placers import celeritas  # noqa: E402,F401  (registers order_place and celeritas)
+from rlplace.placers import search  # noqa: E402,F401  (registers local_search and annealing)
 
 __all__ = ["Placer", "available_placers", "make_placer", "register"]
