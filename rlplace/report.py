@@ -130,16 +130,27 @@ def plot_training_curve(step_times: Sequence[float], valid: Sequence[bool], path
 def plot_curves(records: Sequence[dict], lower_bound: float, path: str | Path, title: str = "") -> None:
     """Best step time against placements evaluated for every record with a ``curve`` (search
     placers, learned placers), the other placers' step times as horizontal lines, and the
-    lower bound as a dashed line."""
+    lower bound as a dashed line. The step-time axis ends a little above the slowest curve's
+    start, so placers far slower than every search are listed (with their step times) but not
+    drawn."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
+    curves = [np.asarray(r["curve"]) * 1e3 for r in records if r.get("curve")]
+    top = 1.15 * max(float(c[0]) for c in curves) if curves else np.inf
     for k, r in enumerate(records):
         if r.get("curve"):
             curve = np.asarray(r["curve"]) * 1e3
-            ax.step(np.arange(1, len(curve) + 1), curve, where="post", color=f"C{k % 10}", label=r["placer"])
+            ax.step(np.arange(1, len(curve) + 1), curve, where="post", color=f"C{k % 10}", linewidth=2,
+                    label=r["placer"])
         else:
-            ax.axhline(r["step_time"] * 1e3, color=f"C{k % 10}", linewidth=1, alpha=0.7,
-                       label=r["placer"] + (" (OOM)" if r["oom"] else ""))
+            ms = r["step_time"] * 1e3
+            label = f"{r['placer']}{' (OOM)' if r['oom'] else ''}: {ms:.4g} ms"
+            if ms <= top:
+                ax.axhline(ms, color=f"C{k % 10}", linewidth=1, alpha=0.7, linestyle="dotted", label=label)
+            else:
+                ax.plot([], [], " ", label=label + " (off the axis)")
     ax.axhline(lower_bound * 1e3, color="k", linestyle="dashed", linewidth=1, label="lower bound")
+    if curves:
+        ax.set_ylim(0.97 * lower_bound * 1e3, top)
     ax.set_xscale("log")
     ax.set_xlabel("placements evaluated")
     ax.set_ylabel("step time (ms)")
