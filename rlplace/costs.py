@@ -20,6 +20,7 @@ papers' GPUs.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -185,6 +186,39 @@ def _conv2d_backprop_filter(ins: list[Tensor], outs: list[Tensor]) -> tuple[floa
     return (_conv_flops(dy, df) if dy is not None else 0.0), _moved(ins, outs)
 
 
+def _depthwise_flops(dy: Tensor, kernel: list[int]) -> float:
+    """2 kh kw FLOPs per element of the output (or of dy): each output channel reads one input
+    channel (filter [kh, kw, C_in, multiplier], output channels C_in * multiplier)."""
+    return 2.0 * dy.elements * kernel[0] * kernel[1]
+
+
+def _depthwise(ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float]:
+    """DepthwiseConv2dNative: the filter is the rank-4 operand with C_in = the image's channels
+    and C_in * multiplier = the output's."""
+    y = outs[0].shape
+    found = y is not None and _pick(_pairs(ins), lambda x, f: x[0] == y[0] and f[2] == x[3] and f[2] * f[3] == y[3])
+    return (_depthwise_flops(outs[0], found[1].shape) if found else 0.0), _moved(ins, outs)
+
+
+def _depthwise_backprop_input(ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float]:
+    """dx = the transposed depthwise convolution of dy: the forward FLOPs, counted on dy."""
+    dx = outs[0].shape
+    found = dx is not None and _pick(_pairs(ins),
+                                     lambda dy, f: dy[0] == dx[0] and f[2] == dx[3] and f[2] * f[3] == dy[3])
+    return (_depthwise_flops(found[0], found[1].shape) if found else 0.0), _moved(ins, outs)
+
+
+def _depthwise_backprop_filter(ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float]:
+    """dfilter [kh, kw, C_in, M]: dy is the rank-4 input with C_in * M channels (the smaller
+    of the two when M = 1, as for Conv2DBackpropFilter)."""
+    df = outs[0].shape
+    if df is None or len(df) != 4:
+        return 0.0, _moved(ins, outs)
+    four = sorted((t for t in ins if t.shape is not None and len(t.shape) == 4), key=lambda t: t.elements)
+    dy = next((t for t in four if t.shape[3] == df[2] * df[3]), None)
+    return (_depthwise_flops(dy, df) if dy is not None else 0.0), _moved(ins, outs)
+
+
 def _lstm(ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float]:
     """LSTMBlockCell / BlockLSTM: a rows x [in + h, 4h] gate matmul plus ~10 FLOPs per gate
     element. The kernel is the largest matrix; x is the largest input whose last dim is
@@ -258,7 +292,11 @@ ELEMENTWISE_OPS = frozenset({
     "ReluGrad", "Relu6", "Relu6Grad", "Elu", "EluGrad", "Selu", "SeluGrad", "LeakyRelu",
     "LeakyReluGrad", "Softplus", "SoftplusGrad", "BiasAdd", "Cast", "Select", "SelectV2",
     "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd",
-    "LogicalOr", "LogicalNot", "ClipByValue", "ZerosLike", "OnesLike", "LSTMBlockCellGrad"})
+    "LogicalOr", "LogicalNot", "ClipByValue", "ZerosLike", "OnesLike", "LSTMBlockCellGrad",
+    # random numbers (Philox counters: a handful of integer operations per element, still
+    # memory-bound)
+    "RandomUniform", "RandomStandardNormal", "TruncatedNormal", "StatelessRandomUniformV2",
+    "StatelessRandomNormalV2", "StatelessTruncatedNormalV2", "StatelessRandomGetKeyCounter"})
 # One FLOP per input element.
 REDUCTION_OPS = frozenset({
     "Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "ArgMax", "ArgMin", "BiasAddGrad", "L2Loss",
@@ -280,6 +318,8 @@ RULES: dict[str, Rule] = {
     "MatMul": _matmul, "BatchMatMul": _matmul, "BatchMatMulV2": _matmul, "BatchMatMulV3": _matmul,
     "Conv2D": _conv2d, "Conv2DBackpropInput": _conv2d_backprop_input,
     "Conv2DBackpropFilter": _conv2d_backprop_filter,
+    "DepthwiseConv2dNative": _depthwise, "DepthwiseConv2dNativeBackpropInput": _depthwise_backprop_input,
+    "DepthwiseConv2dNativeBackpropFilter": _depthwise_backprop_filter,
     # max, subtract, exp, sum, divide (and the log / gradient for the loss)
     "Softmax": _per_input_element(5.0), "LogSoftmax": _per_input_element(5.0),
     "SoftmaxCrossEntropyWithLogits": _per_input_element(5.0),
@@ -296,6 +336,118 @@ RULES: dict[str, Rule] = {
     "AssignAddVariableOp": _assign(True), "AssignSubVariableOp": _assign(True),
     "AssignAdd": _assign(True), "AssignSub": _assign(True),
 }
+
+# ----------------------------------------------------------------------------- aten (PyTorch)
+# Op types ``aten.<name>`` of the traced PyTorch training steps (``rlplace.import_.torch``).
+# Tensors are channels-first (NCHW) there, and a convolution's weight is [C_out, C_in / groups,
+# *kernel].
+def _aten_matmul(ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float]:
+    """mm, bmm, addmm, baddbmm: C[..., m, n] = A[..., m, k] B[..., k, n] (+ a bias operand that
+    matches no pair): 2k FLOPs per element of C."""
+    c = outs[0].shape
+    mats = [t for t in ins if t.shape is not None and len(t.shape) >= 2]
+    if c is None or len(c) < 2:
+        return 0.0, _moved(ins, outs)
+    pairs = [(a, b) for a in mats for b in mats if a is not b] or [(a, a) for a in mats]
+    for a, b in pairs:
+        if a.shape[-2] == c[-2] and b.shape[-1] == c[-1] and a.shape[-1] == b.shape[-2]:
+            return 2.0 * a.shape[-1] * math.prod(c), _moved(ins, outs)
+    return 0.0, _moved(ins, outs)
+
+
+def _is_conv(x: list[int], w: list[int], y: list[int]) -> bool:
+    return len(x) == len(w) == len(y) and x[0] == y[0] and w[0] == y[1] and w[1] > 0 and x[1] % w[1] == 0
+
+
+def _aten_conv(ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float]:
+    """convolution (1-3 spatial dims, groups): 2 (C_in / groups) prod(kernel) FLOPs per
+    output element."""
+    y = outs[0].shape
+    ranked = [t for t in ins if t.shape is not None and y is not None and len(t.shape) == len(y)]
+    for x in ranked:
+        for w in ranked:
+            if x is not w and _is_conv(x.shape, w.shape, y):
+                return 2.0 * math.prod(y) * math.prod(w.shape[1:]), _moved(ins, outs)
+    return 0.0, _moved(ins, outs)
+
+
+def _aten_conv_backward(ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float]:
+    """convolution_backward(dy, x, w) -> (dx, dw, db), each possibly not computed (no shape):
+    the forward FLOPs, counted on dy, once for dx and once for dw."""
+    ranked = [t for t in ins if t.shape is not None and len(t.shape) >= 3]
+    dx, dw = (outs + [Tensor(None, 0)] * 2)[:2]
+    for dy, x, w in itertools.permutations(ranked, 3):
+        if _is_conv(x.shape, w.shape, dy.shape) and dx.shape in (None, x.shape) and dw.shape in (None, w.shape):
+            grads = (dx.shape is not None) + (dw.shape is not None)
+            return grads * 2.0 * dy.elements * math.prod(w.shape[1:]), _moved(ins, outs)
+    return 0.0, _moved(ins, outs)
+
+
+def _aten_attention(factor: float) -> Rule:
+    """Scaled dot-product attention: QK^T and PV are 2 E FLOPs per (query, key) pair each, plus
+    the softmax; ``factor`` 2.5 for the backward (five products of that size)."""
+    def rule(ins: list[Tensor], outs: list[Tensor]) -> tuple[float, float]:
+        four = [t for t in ins if t.shape is not None and len(t.shape) == 4]
+        out = next((t for t in outs if t.shape is not None and len(t.shape) == 4), None)
+        if not four or out is None:
+            return 0.0, _moved(ins, outs)
+        keys = max(t.shape[-2] for t in four)
+        return factor * (4.0 * out.elements + 5.0 * out.elements / out.shape[-1]) * keys, _moved(ins, outs)
+    return rule
+
+
+ATEN_FREE_OPS = frozenset(f"aten.{t}" for t in (
+    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze", "squeeze",
+    "detach", "alias", "slice", "select", "as_strided", "split", "split_with_sizes", "unbind",
+    "chunk", "view_as", "unflatten", "flatten", "empty", "empty_like", "empty_strided", "lift_fresh_copy",
+    "sym_size", "sym_numel", "sym_stride"))
+ATEN_ELEMENTWISE_OPS = frozenset(f"aten.{t}" for t in (
+    "add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "neg", "abs", "sign",
+    "reciprocal", "pow", "sqrt", "rsqrt", "exp", "log", "log1p", "expm1", "erf", "square",
+    "maximum", "minimum", "clamp", "clamp_min", "clamp_max", "where", "masked_fill", "masked_fill_",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or", "bitwise_not",
+    "relu", "relu_", "threshold_backward", "gelu", "gelu_backward", "tanh", "tanh_backward",
+    "sigmoid", "sigmoid_backward", "silu", "silu_backward", "hardtanh", "hardtanh_backward",
+    "hardswish", "hardswish_backward", "hardsigmoid", "hardsigmoid_backward", "leaky_relu",
+    "leaky_relu_backward", "elu", "elu_backward", "softplus", "softplus_backward", "addcmul",
+    "addcdiv", "lerp", "native_dropout", "native_dropout_backward", "bernoulli", "bernoulli_",
+    "rand", "rand_like", "randn", "randn_like", "uniform_", "normal_", "fill_", "zero_"))
+ATEN_REDUCTION_OPS = frozenset(f"aten.{t}" for t in (
+    "sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "prod", "argmax",
+    "argmin", "any", "all", "linalg_vector_norm", "logsumexp", "cumsum", "nll_loss_forward",
+    "nll_loss_backward", "avg_pool2d", "max_pool2d_with_indices", "_adaptive_avg_pool2d",
+    "adaptive_avg_pool2d", "embedding_dense_backward"))
+ATEN_MOVEMENT_OPS = frozenset(f"aten.{t}" for t in (
+    "clone", "contiguous", "_to_copy", "copy", "copy_", "cat", "stack", "index_select", "gather",
+    "scatter", "scatter_add", "index", "index_put", "index_add", "embedding", "constant_pad_nd",
+    "repeat", "flip", "roll", "full", "full_like", "zeros", "zeros_like", "ones", "ones_like",
+    "new_zeros", "new_empty", "new_full", "new_ones", "scalar_tensor", "arange", "fill",
+    "select_backward", "slice_backward", "tril", "triu", "avg_pool2d_backward",
+    "max_pool2d_with_indices_backward", "_adaptive_avg_pool2d_backward"))
+ATEN_RULES: dict[str, Rule] = {
+    **{t: _free for t in ATEN_FREE_OPS},
+    **{t: _per_output_element(1.0) for t in ATEN_ELEMENTWISE_OPS},
+    **{t: _per_input_element(1.0) for t in ATEN_REDUCTION_OPS},
+    **{t: _per_output_element(0.0) for t in ATEN_MOVEMENT_OPS},
+    **{f"aten.{t}": _aten_matmul for t in ("mm", "bmm", "addmm", "baddbmm", "matmul")},
+    "aten.convolution": _aten_conv, "aten.convolution_backward": _aten_conv_backward,
+    **{f"aten.{t}": _per_input_element(5.0) for t in (
+        "_softmax", "_log_softmax", "_safe_softmax", "_softmax_backward_data", "_log_softmax_backward_data")},
+    **{f"aten.{t}": _per_input_element(8.0) for t in (
+        "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+        "_native_batch_norm_legit_no_training", "native_layer_norm", "native_group_norm")},
+    **{f"aten.{t}": _per_input_element(5.0) for t in (
+        "native_batch_norm_backward", "native_layer_norm_backward", "native_group_norm_backward")},
+    **{f"aten.{t}": _aten_attention(1.0) for t in (
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_flash_attention")},
+    **{f"aten.{t}": _aten_attention(2.5) for t in (
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+        "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_backward")},
+    # the graph's sources in a traced step: no device work
+    "parameter": _free, "buffer": _free, "input": _free,
+}
+RULES.update(ATEN_RULES)
 
 
 def rule_for(op_type: str | None) -> Rule | None:

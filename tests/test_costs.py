@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from conftest import assert_graphs_equal, op, random_dags
-from rlplace.costs import (DEVICES, DeviceSpec, device_spec, op_costs, perturb, roofline_time,
-                           with_analytical_costs)
+from rlplace.costs import (DEVICES, RULES, DeviceSpec, Tensor, device_spec, op_costs, perturb,
+                           roofline_time, with_analytical_costs)
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 
@@ -208,3 +208,37 @@ def test_extracted_zoo_models_get_positive_costs_for_every_known_op(name):
     free = np.array([t in ("Const", "VarHandleOp", "Identity", "NoOp", "Reshape") for t in g.op_type])
     np.testing.assert_allclose(costed.compute_time[free], spec.launch_overhead)
     assert costed.edge_records() == g.edge_records()
+
+
+# ------------------------------------------------------------------ keras.applications models
+KERAS_APPS = ("MobileNetV2", "EfficientNetB0", "ResNet50")
+
+
+@pytest.mark.parametrize("app", KERAS_APPS)
+def test_keras_applications_have_a_formula_for_every_op_type(app):
+    """MobileNetV2 and EfficientNetB0 bring depthwise convolutions and their two gradients,
+    EfficientNetB0 dropout's random ops; nothing may fall back to the memory-bound default."""
+    from rlplace.import_.keras import from_keras
+
+    imported = from_keras(f"keras.applications:{app}", batch_size=1, costs="none",
+                          args={"weights": None, "input_shape": (32, 32, 3), "classes": 4})
+    c = op_costs(imported.graph)
+    assert c.unknown_types == {}
+    types = set(imported.graph.op_type)
+    if app != "ResNet50":
+        depthwise = [i for i, t in enumerate(imported.graph.op_type) if t.startswith("DepthwiseConv2dNative")]
+        assert {imported.graph.op_type[i] for i in depthwise} == {
+            "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter"}
+        assert np.all(c.flops[depthwise] > 0)
+    assert "Conv2D" in types
+
+
+def test_depthwise_flops_are_2_kh_kw_per_output_element():
+    x, f = Tensor([2, 8, 8, 6], 0), Tensor([3, 3, 6, 2], 0)
+    y = Tensor([2, 4, 4, 12], 0)  # stride 2, channel multiplier 2
+    assert RULES["DepthwiseConv2dNative"]([x, f], [y])[0] == 2 * 2 * 4 * 4 * 12 * 9
+    sizes = Tensor([4], 16)
+    dx = Tensor([2, 8, 8, 6], 0)
+    assert RULES["DepthwiseConv2dNativeBackpropInput"]([sizes, f, y], [dx])[0] == 2 * 2 * 4 * 4 * 12 * 9
+    assert RULES["DepthwiseConv2dNativeBackpropFilter"]([x, sizes, y], [Tensor([3, 3, 6, 2], 0)])[0] \
+        == 2 * 2 * 4 * 4 * 12 * 9

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from rlplace.backends import make_backend
 from rlplace.cluster import Cluster
+from rlplace.costs import op_costs
 from rlplace.errors import BackendError, ConfigError, PlacementError
 from rlplace.placement import Placement
 from rlplace.placers import make_placer
@@ -190,3 +191,54 @@ def test_compare_backend_tf_needs_a_model(rlplace_cli, tmp_path):
                            "placers=[single]", "plots=false", f"hydra.run.dir={tmp_path}/run"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "options.model is missing" in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------------------------ model sources
+TINY_KERAS = '''
+import keras
+
+
+def build(width=4):
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(width, 3, padding="same", activation="relu")(inputs)
+    x = keras.layers.DepthwiseConv2D(3, padding="same")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, keras.layers.Dense(3)(x))
+'''
+
+
+@pytest.fixture
+def tiny_source(tmp_path, monkeypatch):
+    (tmp_path / "tiny_keras_model.py").write_text(TINY_KERAS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return {"name": "tiny_keras_model:build", "batch_size": 2, "loss": "auto", "learning_rate": 0.01,
+            "args": {"width": 4}}
+
+
+def test_backend_tf_measures_a_keras_model_from_a_module_path(tiny_source):
+    from rlplace.import_.keras import from_keras
+
+    imported = from_keras(tiny_source["name"], batch_size=2, args={"width": 4})
+    assert imported.source == tiny_source
+    g = imported.graph
+    assert "DepthwiseConv2dNative" in g.op_type and op_costs(g).unknown_types == {}
+    with make_backend("tf", model=imported.source, warmup=1, steps=1) as b:
+        for name in ("single", "m_etf"):
+            result = b.evaluate(g, CLUSTER, place(name, g))
+            assert result.step_time > 0 and not result.oom
+
+
+@pytest.mark.parametrize("model,needle", [
+    ({"name": "missing.keras"}, "no such Keras file"), ({"name": "mod:build", "hidden": 3}, "model.hidden"),
+    ({"name": ":build"}, "is not 'package.module:function'"), ({"name": "resnet"}, "a zoo model"),
+])
+def test_bad_model_sources_are_config_errors_before_tensorflow_runs(model, needle):
+    with pytest.raises(ConfigError, match=needle):
+        make_backend("tf", model=model)
+
+
+def test_a_module_path_that_does_not_import_is_a_config_error():
+    from rlplace.tf.sources import build_model
+
+    with pytest.raises(ConfigError, match="cannot import 'no_such_module_xyz'"):
+        build_model({"name": "no_such_module_xyz:build"})

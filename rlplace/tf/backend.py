@@ -1,9 +1,10 @@
-"""TFBackend (``backend=tf``): evaluate a placement by running the zoo model's training step on
+"""TFBackend (``backend=tf``): evaluate a placement by running a model's training step on
 real TensorFlow devices (Hierarchical Planner §4; Mars §3.4 for the step-time limit).
 
 The backend itself imports no TensorFlow. It starts a worker process (``rlplace.tf.worker``,
 ``spawn`` context) that sets up one device per cluster device (``rlplace.tf.devices``) and
-rebuilds the model from its config; it sends each placement as ``{op name: device index}`` and
+rebuilds the model from its config (a zoo model, ``"package.module:function"`` or a ``.keras``
+file: ``rlplace.tf.sources``); it sends each placement as ``{op name: device index}`` and
 reads back the measurement (``rlplace.tf.measure``). Results live in this process:
 
 * a placement that splits a colocation group raises PlacementError before any TensorFlow runs;
@@ -36,13 +37,15 @@ from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.sim import StepResult
 from rlplace.tf.comm import DEFAULT_SIZES, TransferTimes
+from rlplace.tf.sources import check_spec
 from rlplace.tf.worker import WorkerSetup, worker_main
-from rlplace.zoo import TF_MODELS
 
 
 @dataclass
 class TFBackend:
-    """Options: ``model`` (``{name: <zoo model>, <knob>: value, ...}``), ``warmup`` and
+    """Options: ``model`` (``{name: <zoo model>, <knob>: value, ...}``, or a model source:
+    ``{name: "package.module:function" or "<file>.keras", batch_size: ..., args: {...}}``,
+    ``rlplace.tf.sources``), ``warmup`` and
     ``steps`` (median of ``steps`` after ``warmup``), ``step_time_limit`` (seconds; None: no
     limit), ``inter_op_threads`` (None: one per device, so each device can run an op at a time)
     and ``intra_op_threads`` (1: an op uses one core, as the profiles of ``graph=tf_model``),
@@ -70,9 +73,10 @@ class TFBackend:
     def __post_init__(self):
         if self.model is not None:
             self.model = dict(self.model)
-            if self.model.get("name") not in TF_MODELS:
-                raise ConfigError(f"backend tf: model.name must be one of {', '.join(TF_MODELS)}, "
-                                  f"got {self.model.get('name')!r}")
+            try:
+                check_spec(self.model)
+            except ConfigError as exc:
+                raise ConfigError(f"backend tf: {exc}") from None
         if self.warmup < 0 or self.steps < 1:
             raise ConfigError(f"backend tf: need warmup >= 0 and steps >= 1, got {self.warmup} and {self.steps}")
         if self.step_time_limit is not None and not self.step_time_limit > 0:

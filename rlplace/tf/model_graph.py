@@ -13,15 +13,16 @@ from typing import Any
 
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
-from rlplace.zoo import build_tf_model
+from rlplace.tf.sources import build_model
 
 
 def model_graph(model: dict[str, Any], profile: str | None = None, warmup: int = 2, steps: int = 3,
                 inter_op_threads: int = 1, intra_op_threads: int = 1, seed: int = 0) -> OpGraph:
-    """``model`` is ``{name: <zoo model>, <knob>: value, ...}``."""
+    """``model`` is ``{name: <zoo model>, <knob>: value, ...}`` or a model source
+    (``rlplace.tf.sources``)."""
     knobs = dict(model)
     name = knobs.pop("name", None)
-    tf_model = build_tf_model(name, **knobs)
+    tf_model = build_model(model)
     if profile is None:
         from rlplace.tf.profile import profile as run_profile
 

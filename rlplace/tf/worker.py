@@ -4,8 +4,9 @@ the ``spawn`` context and restarts it when it dies).
 
 Protocol over one ``multiprocessing`` pipe, one request at a time:
 
-* start-up: the worker configures its devices (``rlplace.tf.devices``), builds the zoo model
-  from its config (``rlplace.zoo.build_tf_model``; optional) and sends
+* start-up: the worker configures its devices (``rlplace.tf.devices``), builds the model
+  from its config (``rlplace.tf.sources.build_model``: a zoo model, a module path or a .keras
+  file; optional) and sends
   ``("ready", {"devices": [...], "ops": [step op names]})`` or ``("error", message)``;
 * ``("measure", {"device_of": {op name: device index}, **options})`` ->
   ``("ok", rlplace.tf.measure.measure(...))``;
@@ -45,10 +46,10 @@ def worker_main(conn, setup: WorkerSetup) -> None:
         model, ops = None, []
         if setup.model is not None:
             from rlplace.tf.extract import step_ops
-            from rlplace.zoo import build_tf_model
+            from rlplace.tf.sources import build_model
 
             name, knobs = setup.model
-            model = build_tf_model(name, **dict(knobs))
+            model = build_model({"name": name, **dict(knobs)})
             ops = [op.name for op in step_ops(model)]
         conn.send(("ready", {"devices": devices, "ops": ops}))
     except Exception as exc:  # reported to the parent, which raises it as a BackendError

@@ -1,0 +1,298 @@
+"""PyTorch: one training step of an ``nn.Module`` (forward, backward, SGD update) as an OpGraph.
+
+The step is traced with ``make_fx`` (``torch.fx.experimental.proxy_tensor``) on fake tensors,
+so nothing is computed: ``functional_call`` of the module on its parameters and buffers, the
+loss, ``torch.autograd.grad`` of the loss for every parameter, and ``p - lr * grad``. The trace
+is a graph of aten ops (the ops AOTAutograd's joint graph holds, before any partitioning);
+``torch.export``'s joint export (``_export_forward_backward``) gives the same ops but drops the
+link from a gradient op to its forward op, which this trace keeps (below). Per op:
+
+* ``op_type``: ``aten.<name>`` of the overload packet (``aten.convolution_backward``);
+* ``output_shapes`` and ``output_bytes`` from the fake tensors (an op with several outputs,
+  such as ``native_batch_norm``, has one port each; ``getitem`` nodes become edges from
+  that port). An op whose schema returns an alias of an input (views: ``view``, ``t``,
+  ``expand``, ``detach``; in-place ops) allocates nothing: ``output_bytes`` 0;
+* parameters and buffers are ops of type ``parameter`` / ``buffer`` whose bytes are
+  ``persistent_bytes``; inputs and targets are ops of type ``input``;
+* ``colocation_group``: a parameter with its SGD update, and a parameter or buffer with every op
+  that writes it in place (batch norm's running statistics), named after the parameter;
+* ``forward_op``: the autograd engine runs one backward node per forward op; a pre-hook on
+  every node of the loss's autograd graph marks where in the trace that node's ops begin, and
+  its sequence number names the forward op (``seq_nr`` in the forward ops' meta).
+
+Costs: ``rlplace.costs`` (analytical, per aten op type; ``unknown_types`` lists the types
+without a formula) or ``profile_step``: the traced step run on this machine's CPU under
+``torch.profiler``, one ``record_function`` range per op.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx.traceback as fx_traceback
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+from torch.utils._pytree import tree_flatten
+
+from rlplace.costs import with_analytical_costs, with_compute_time
+from rlplace.errors import ConfigError, GraphError
+from rlplace.graph import OpGraph
+
+PERSISTENT = ("parameter", "buffer")
+_getitem = operator.getitem
+
+
+@dataclass
+class TorchStep:
+    """The traced training step: ``module(params, buffers, inputs, targets)`` runs it on real
+    tensors and returns ``(loss, updated params)``."""
+
+    module: torch.fx.GraphModule
+    params: list[torch.Tensor]
+    buffers: list[torch.Tensor]
+    inputs: list[torch.Tensor]
+    targets: list[torch.Tensor]
+
+    def run(self):
+        return self.module(self.params, self.buffers, self.inputs, self.targets)
+
+
+@dataclass
+class TorchImport:
+    graph: OpGraph
+    step: TorchStep
+    seconds: float  # wall time of tracing, conversion and costing
+
+
+def default_loss(output: torch.Tensor, *targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy against integer class targets; the mean square of the output without
+    targets."""
+    if targets:
+        return torch.nn.functional.cross_entropy(output.flatten(0, -2), targets[0].flatten())
+    return output.float().square().mean()
+
+
+def from_torch(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | torch.Tensor,
+               targets: Sequence[torch.Tensor] | torch.Tensor = (),
+               loss: Callable[..., torch.Tensor] = default_loss, learning_rate: float = 0.01,
+               name: str | None = None, costs: str = "analytical", device: Any = "v100",
+               profile_steps: int = 3) -> TorchImport:
+    """The OpGraph of one training step of ``model`` on ``inputs`` (``loss(model(*inputs),
+    *targets)``). ``costs``: ``"analytical"`` (roofline on ``device``, a ``rlplace.costs``
+    preset or spec), ``"profile"`` (measured here, mean of ``profile_steps`` steps after one
+    warm-up) or ``"none"`` (compute_time 0)."""
+    if costs not in ("analytical", "profile", "none"):
+        raise ConfigError(f"from_torch: costs must be 'analytical', 'profile' or 'none', got {costs!r}")
+    start = time.perf_counter()
+    inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+    targets = [targets] if isinstance(targets, torch.Tensor) else list(targets)
+    step = trace_step(model, inputs, targets, loss, learning_rate)
+    graph = step_graph(step, name or type(model).__name__,
+                       [n for n, _ in model.named_parameters()], [n for n, _ in model.named_buffers()])
+    if costs == "analytical":
+        graph = with_analytical_costs(graph, device)
+    elif costs == "profile":
+        measured = profile_step(step, profile_steps)
+        graph = with_compute_time(graph, [measured.get(n, 0.0) for n in graph.names])
+    return TorchImport(graph, step, time.perf_counter() - start)
+
+
+def trace_step(model: torch.nn.Module, inputs: list[torch.Tensor], targets: list[torch.Tensor],
+               loss: Callable[..., torch.Tensor], learning_rate: float) -> TorchStep:
+    """``make_fx`` of forward + ``autograd.grad`` + SGD on fake tensors; the graph's meta
+    ``backward_marks`` holds ``(node count, forward seq_nr)`` for each backward node run."""
+    param_names = [n for n, _ in model.named_parameters()]
+    buffer_names = [n for n, _ in model.named_buffers()]
+    marks: list[tuple[int, int]] = []
+
+    def step(params, buffers, inputs, targets):
+        state = {**dict(zip(param_names, params)), **dict(zip(buffer_names, buffers))}
+        value = loss(torch.func.functional_call(model, state, tuple(inputs)), *targets)
+        graph = get_proxy_mode().tracer.graph
+        marks.append((len(graph.nodes), -1))  # the backward pass starts here
+        for node in _autograd_nodes(value.grad_fn):
+            node.register_prehook(lambda grads, nr=node._sequence_nr(): marks.append((len(graph.nodes), nr)))
+        grads = torch.autograd.grad(value, params, allow_unused=True)
+        marks.append((len(graph.nodes), -1))  # the optimizer update starts here
+        return value, [p if g is None else p - learning_rate * g for p, g in zip(params, grads)]
+
+    params = [p.detach().requires_grad_(p.requires_grad) for p in model.parameters()]
+    buffers = [b.detach() for b in model.buffers()]
+    with fx_traceback.preserve_node_meta():
+        module = make_fx(step, tracing_mode="fake")(params, buffers, inputs, targets)
+    module.meta["backward_marks"] = marks
+    return TorchStep(module, params, buffers, inputs, targets)
+
+
+def _autograd_nodes(root) -> list:
+    seen, stack, nodes = set(), [root], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        nodes.append(node)
+        stack.extend(nxt for nxt, _ in node.next_functions)
+    return nodes
+
+
+def _values(val) -> list:
+    """The tensors (or None) an fx node produces, one per output port."""
+    return list(val) if isinstance(val, (tuple, list)) else [val]
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
+def _is_view(target) -> bool:
+    schema = getattr(target, "_schema", None)
+    return bool(schema and schema.returns and all(r.alias_info is not None for r in schema.returns))
+
+
+def _written_args(node) -> list:
+    """The fx nodes an op writes in place (schema arguments marked ``(a!)``)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return []
+    written = []
+    for k, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = node.args[k] if k < len(node.args) else node.kwargs.get(arg.name)
+            written.extend(v for v in tree_flatten(value)[0] if isinstance(v, torch.fx.Node))
+    return written
+
+
+def step_graph(step: TorchStep, name: str, param_names: list[str], buffer_names: list[str]) -> OpGraph:
+    """Op records and edges of the traced step (see the module docstring)."""
+    nodes = list(step.module.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    roles = ([("parameter", f"param:{p}") for p in param_names] + [("buffer", f"buffer:{b}") for b in buffer_names]
+             + [("input", f"input:{i}") for i in range(len(step.inputs) + len(step.targets))])
+    if len(roles) != len(placeholders):
+        raise GraphError(f"torch import of {name!r}: {len(placeholders)} traced inputs for {len(roles)} "
+                         f"parameters, buffers, inputs and targets")
+    op_name = {n: nm for n, (_, nm) in zip(placeholders, roles)}
+    op_type = {n: kind for n, (kind, _) in zip(placeholders, roles)}
+    position = {n: i for i, n in enumerate(nodes)}
+
+    records: dict[Any, dict[str, Any]] = {}
+    for n in nodes:
+        if n.op == "placeholder":
+            val = n.meta["val"]
+            persistent = op_type[n] in PERSISTENT
+            records[n] = {"name": op_name[n], "op_type": op_type[n], "compute_time": 0.0,
+                          "persistent_bytes": _nbytes(val) if persistent else 0, "temporary_bytes": 0,
+                          "output_bytes": [0 if persistent else _nbytes(val)],
+                          "output_shapes": [list(val.shape)]}
+        elif n.op == "call_function" and n.target is not _getitem:
+            vals = _values(n.meta.get("val"))
+            view = _is_view(n.target)
+            records[n] = {"name": n.name, "op_type": _type_name(n.target), "compute_time": 0.0,
+                          "persistent_bytes": 0, "temporary_bytes": 0,
+                          "output_bytes": [0 if view else _nbytes(v) for v in vals],
+                          "output_shapes": [list(v.shape) if isinstance(v, torch.Tensor) else None for v in vals]}
+
+    def source(arg) -> tuple[Any, int]:
+        if arg.op == "call_function" and arg.target is _getitem:
+            return arg.args[0], arg.args[1]
+        return arg, 0
+
+    edges: dict[tuple[str, str, int], int] = {}
+    for n in records:
+        if n.op == "placeholder":
+            continue
+        for arg in n.all_input_nodes:
+            src, port = source(arg)
+            if src in records:
+                edges.setdefault((records[src]["name"], n.name, port), _nbytes(arg.meta.get("val")))
+
+    _colocate(records, nodes, placeholders[:len(param_names) + len(buffer_names)], source)
+    _pair_backward(records, nodes, position, step.module.meta["backward_marks"])
+    return OpGraph.from_records(list(records.values()), [(s, d, b, p) for (s, d, p), b in edges.items()],
+                                name=name)
+
+
+def _type_name(target) -> str:
+    packet = getattr(target, "overloadpacket", None)
+    if packet is not None:
+        return f"aten.{packet.__name__}" if target.namespace == "aten" else f"{target.namespace}.{packet.__name__}"
+    return getattr(target, "__name__", str(target))
+
+
+def _colocate(records, nodes, state_nodes, source) -> None:
+    """A parameter and its update (the step's returned new value), and any state and the ops
+    that write it in place, share a colocation group named after the state."""
+    group = {p: records[p]["name"] for p in state_nodes}
+    output = next(n for n in nodes if n.op == "output")
+    updates = output.args[0][1:]  # flattened (loss, *updated params)
+    for p, new in zip(state_nodes, updates):
+        src, _ = source(new)
+        if src in records and src is not p:
+            records[src]["colocation_group"] = group[p]
+            records[p]["colocation_group"] = group[p]
+    for n in records:
+        if n.op != "call_function":
+            continue
+        for w in _written_args(n):
+            if w in group:
+                records[n]["colocation_group"] = group[w]
+                records[w]["colocation_group"] = group[w]
+
+
+def _pair_backward(records, nodes, position, marks: list[tuple[int, int]]) -> None:
+    """``forward_op`` of each backward op from the backward-node marks: the ops traced after a
+    mark belong to that autograd node; its sequence number is the forward op's ``seq_nr``."""
+    forward: dict[int, Any] = {}
+    first_backward = marks[0][0] if marks else len(nodes)
+    for n in nodes[:first_backward]:
+        nr = n.meta.get("seq_nr")
+        if n in records and n.op == "call_function" and nr is not None and int(nr) not in forward:
+            forward[int(nr)] = n
+    bounds = [m[0] for m in marks] + [math.inf]
+    for k, (begin, nr) in enumerate(marks):
+        fwd = forward.get(nr)
+        if fwd is None:
+            continue
+        for n in nodes[begin:]:
+            if position[n] >= bounds[k + 1]:
+                break
+            if n in records and n.op == "call_function":
+                records[n]["forward_op"] = records[fwd]["name"]
+
+
+def profile_step(step: TorchStep, steps: int = 3) -> dict[str, float]:
+    """Seconds per op (mean over ``steps`` runs after one warm-up) of the traced step on this
+    machine's CPU, read from ``torch.profiler`` ranges named after the ops."""
+    interpreter = _RangeInterpreter(step.module)
+    args = tree_flatten((step.params, step.buffers, step.inputs, step.targets))[0]
+    with torch.no_grad():
+        interpreter.run(*args)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                interpreter.run(*args)
+    totals: dict[str, float] = {}
+    for event in prof.events():
+        if event.name in interpreter.names:
+            totals[event.name] = totals.get(event.name, 0.0) + event.cpu_time_total * 1e-6
+    return {k: v / steps for k, v in totals.items()}
+
+
+class _RangeInterpreter(torch.fx.Interpreter):
+    def __init__(self, module: torch.fx.GraphModule):
+        super().__init__(module)
+        self.names = {n.name for n in module.graph.nodes if n.op == "call_function"}
+
+    def run_node(self, n):
+        if n.op != "call_function" or n.target is _getitem:
+            return super().run_node(n)
+        with torch.profiler.record_function(n.name):
+            return super().run_node(n)
+
+
+__all__ = ["TorchImport", "TorchStep", "default_loss", "from_torch", "profile_step", "step_graph",
+           "trace_step"]
