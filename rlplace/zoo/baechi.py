@@ -76,7 +76,7 @@ def read_baechi_pickle(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES
     """The GraphDef's NodeDefs and the cost dictionary of a Baechi ``cost.pkl`` of at most
     ``max_bytes``."""
     from google.protobuf.message import DecodeError
-    from tensorflow.core.framework import graph_pb2  # protobuf classes of the GraphDef
+    from tensorboard.compat.proto import graph_pb2  # TensorFlow's GraphDef without loading TensorFlow
 
     path = Path(path)
     try:
@@ -117,7 +117,7 @@ def load_baechi_profile(path: str | Path | None = None, name: str = "baechi_gnmt
 
 
 def _profile_graph(path: Path, nodes: list, costs: dict, name: str) -> OpGraph:
-    import tensorflow as tf
+    from tensorboard.compat.tensorflow_stub import dtypes
 
     names = {n.name for n in nodes}
 
@@ -172,7 +172,11 @@ def _profile_graph(path: Path, nodes: list, costs: dict, name: str) -> OpGraph:
                 count = 1
                 for dim in value.tensor_shape.dim:
                     count *= max(dim.size, 0)
-                out[0] = count * tf.dtypes.as_dtype(value.dtype).size
+                try:
+                    out[0] = count * dtypes.as_dtype(value.dtype).size
+                except TypeError:
+                    raise GraphError(f"{path}: op {node.name!r}: constant of a dtype without a size "
+                                     f"({value.dtype})") from None
             rec = {"compute_time": UNPROFILED_COMPUTE_TIME, "temporary_bytes": 0, "persistent_bytes": 0}
         rec.update(name=node.name, op_type=node.op, edge_bytes=list(out))
         held = rec["persistent_bytes"]  # outputs stored in the persistent buffer count once
