@@ -36,8 +36,8 @@ from rlplace.placement import Placement
 from rlplace.placers import register
 from rlplace.placers.fit import fit_to_memory
 from rlplace.schedule import Schedule, new_model, schedule_of
-from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import duration, first_idle_slot, occupy, record_transfer, start, vacate
+from rlplace.sim import simulate
 
 
 # ------------------------------------------------------------------------------------ orders
@@ -96,30 +96,21 @@ def optimal_breakpoints(graph: OpGraph, order: np.ndarray, edge_cost: np.ndarray
     edges between runs. Returns the positions in ``order`` where runs start (the breakpoints, 0
     first) and the minimal cost ``S``.
 
-    With ``compute`` (seconds per op) a run must also keep the graph's parallelism (not in the
-    paper; without it, on layered DAGs a run of 200 ops spans many parallel branches and the
-    fused graph is a chain that one device runs alone). Two rules, both with every edge costing
-    its transfer time, as in Eq. 2-3:
-
-    * it lengthens no critical path: the fused node starts when its last input from outside
-      arrives (each producer at its earliest finish) and runs its ops in order; no op may then
-      finish after its latest finish in the unfused graph;
-    * it serialises no more compute than the transfers it saves: its compute minus its longest
-      compute path must not exceed the summed cost of the edges inside it."""
+    With ``compute`` (seconds per op) a run must also serialise no more compute than the
+    transfers it saves: its compute minus its longest compute path must not exceed the summed
+    cost of the edges inside it. Not in the paper: without it, on graphs whose communication is
+    cheap (layered DAGs) a run of 200 ops spans many parallel branches and the fused graph is a
+    chain that one device runs alone."""
     if exploration_range < 1:
         raise ConfigError(f"celeritas: exploration_range must be >= 1, got {exploration_range}")
     order = np.asarray(order, dtype=np.int64)
     pos_of = np.empty(graph.num_ops, dtype=np.int64)
     pos_of[order] = np.arange(graph.num_ops)
     check = compute is not None
-    edge_cost = np.asarray(edge_cost, dtype=np.float64)
-    compute = np.asarray(compute if check else np.zeros(graph.num_ops), dtype=np.float64)
-    tlevel, blevel = _levels(graph.in_ptr, graph.in_edges, graph.edge_src, graph.out_ptr, graph.edge_dst, compute,
-                             edge_cost)
-    latest = (tlevel + blevel).max(initial=0.0) - blevel + compute  # ALAP finish, every edge a transfer
-    starts, cost = _optimal_bp(order, pos_of, graph.out_ptr, graph.edge_dst, graph.in_ptr, graph.in_edges,
-                               graph.edge_src, edge_cost, np.asarray(memory, dtype=np.float64),
-                               int(exploration_range), float(memory_cap), compute, tlevel + compute, latest, check)
+    starts, cost = _optimal_bp(order, pos_of, graph.out_ptr, graph.edge_dst,
+                               np.asarray(edge_cost, dtype=np.float64),
+                               np.asarray(memory, dtype=np.float64), int(exploration_range), float(memory_cap),
+                               np.asarray(compute if check else np.zeros(graph.num_ops), dtype=np.float64), check)
     return starts, float(cost)
 
 
@@ -130,9 +121,8 @@ def optimal_fusion(graph: OpGraph, cluster: Cluster, exploration_range: int = 20
     smallest device's memory (§5.1.3). Every group is a run of consecutive ops of a topological
     order, so every edge between groups goes from an earlier run to a later one and the coarse
     graph is a DAG (Celeritas Lemma 2). Colocation plays no part here: the placers pin each
-    colocation group op by op (``follow_first_placed``). ``keep_parallelism``: a run lengthens
-    no critical path and serialises no more compute than the transfers it saves
-    (``optimal_breakpoints``; not in the paper)."""
+    colocation group op by op (``follow_first_placed``). ``keep_parallelism``: a run serialises
+    no more compute than the transfers it saves (``optimal_breakpoints``; not in the paper)."""
     if memory_cap is None:
         memory_cap = 0.25 * float(cluster.memory.min())
     order = cpd_topo(graph, cluster)
@@ -175,8 +165,12 @@ class _CeleritasPlacer:
 
     ``fusion``: fuse before placing. ``exploration_range``: R of Eq. 6. ``fusion_memory_fraction``:
     M of Eq. 6 as a fraction of the smallest device's usable memory (the paper's 0.25).
-    ``fusion_keeps_parallelism``: a fused node lengthens no critical path and serialises no more
-    compute than the transfers it saves (``optimal_breakpoints``; not in the paper).
+    ``fusion_keeps_parallelism``: a fused node serialises no more compute than the transfers it
+    saves (``optimal_breakpoints``; not in the paper). ``fusion_fallback``: also place the
+    unfused graph and keep whichever placement the simulator finds faster (not in the paper:
+    on graphs whose communication is cheap, such as layered DAGs, fused nodes serialise
+    parallel branches, while on high-CCR graphs they keep the placement from spreading the
+    graph over devices where transfers cost more than they save).
     ``memory_fraction``: the share of each device's memory the placer may fill. ``memory_rounds``:
     placements tried until the simulator finds one that fits (``rlplace.placers.fit``)."""
 
@@ -186,6 +180,7 @@ class _CeleritasPlacer:
     memory_fraction: float = 1.0
     memory_rounds: int = 4
     fusion_keeps_parallelism: bool = True
+    fusion_fallback: bool = True
 
     adjust: ClassVar[bool]
     name: ClassVar[str]
@@ -200,12 +195,22 @@ class _CeleritasPlacer:
         if not isinstance(self.memory_rounds, int) or self.memory_rounds < 1:
             raise ConfigError(f"{self.name}: memory_rounds must be an integer >= 1, got {self.memory_rounds!r}")
         cap = np.floor(self.memory_fraction * cluster.memory).astype(np.int64)
-        return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget),
-                                       graph, cluster, cap, self.memory_rounds))
+        best = None
+        for fuse in (True, False) if self.fusion and self.fusion_fallback else (self.fusion,):
+            device = fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, fuse),
+                                   graph, cluster, cap, self.memory_rounds)
+            result = simulate(graph, cluster, device)
+            outcome = (result.oom, result.step_time)
+            if best is None or outcome < best[0]:
+                best = outcome, device, (self.nodes_placed, self.planned_peak, self.own_schedule)
+        _, device, (self.nodes_placed, self.planned_peak, self.own_schedule) = best
+        return Placement(device)
 
-    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One device per op within ``cap``, and the peak bytes per device the placer planned."""
-        if not self.fusion or graph.num_ops == 0:
+    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray,
+                      fuse: bool) -> tuple[np.ndarray, np.ndarray]:
+        """One device per op within ``cap`` (of the fused graph's nodes with ``fuse``), and the
+        peak bytes per device the placer planned."""
+        if not fuse or graph.num_ops == 0:
             device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes,
                                           cpd_topo(graph, cluster))
             self.nodes_placed = graph.num_ops
@@ -335,12 +340,9 @@ def _stack_topo(n, sources, edge_order, out_ptr, edge_dst, indegree):  # pragma:
 
 
 @numba.njit(cache=True)
-def _optimal_bp(order, pos_of, out_ptr, edge_dst, in_ptr, in_edges, edge_src, cost, memory, R, M, compute,
-                finish, latest, check):  # pragma: no cover - compiled
+def _optimal_bp(order, pos_of, out_ptr, edge_dst, cost, memory, R, M, compute, check):  # pragma: no cover - compiled
     """S[j]: least cost of cutting positions 0..j-1 with a breakpoint at j (j = n: the end).
-    cost(i, j) = sum over positions k in [i, j) of the cost of k's edges to positions >= j.
-    With ``check``, runs that break ``optimal_breakpoints``' parallelism rules are skipped:
-    ``finish``/``latest`` are each op's earliest/latest finish."""
+    cost(i, j) = sum over positions k in [i, j) of the cost of k's edges to positions >= j."""
     n = len(order)
     # Out-edges of the op at position k: dpos[ptr[k]:ptr[k+1]] ascending, suffix[]: cost from there on.
     ptr = np.zeros(n + 1, dtype=np.int64)
@@ -370,19 +372,10 @@ def _optimal_bp(order, pos_of, out_ptr, edge_dst, in_ptr, in_edges, edge_src, co
     S = np.zeros(n + 1)
     P = np.zeros(n + 1, dtype=np.int64)
     longest_from = np.zeros(n)  # within the run [i, j): the longest compute path from position p
-    prefix_compute = np.zeros(n + 1)
-    for k in range(n):
-        prefix_compute[k + 1] = prefix_compute[k] + compute[order[k]]
-    # The inputs of the run [i, j) from before it: a max-heap (negated arrival, position of the
-    # producer); an entry whose producer has joined the run is dropped when it comes on top.
-    arrive = np.empty(len(edge_src) + 1)
-    producer = np.empty(len(edge_src) + 1, dtype=np.int64)
     for j in range(1, n + 1):
         best = np.inf
         arg = j - 1
         acc = 0.0
-        inputs = 0
-        slack = np.inf  # min over the run's ops of (latest finish - compute up to it in the run)
         inside = 0.0  # cost of the edges inside the run
         run_compute = 0.0
         longest = 0.0
@@ -402,17 +395,6 @@ def _optimal_bp(order, pos_of, out_ptr, edge_dst, in_ptr, in_edges, edge_src, co
                 longest_from[i] = compute[order[i]] + tail
                 longest = max(longest, longest_from[i])
                 run_compute += compute[order[i]]
-                v = order[i]
-                for k in range(in_ptr[v], in_ptr[v + 1]):
-                    e = in_edges[k]
-                    p = edge_src[e]
-                    inputs = push(arrive, producer, 0, inputs, -(finish[p] + cost[e]), pos_of[p])
-                while inputs > 0 and producer[0] >= i:
-                    _, _, inputs = pop(arrive, producer, 0, inputs)
-                ready = -arrive[0] if inputs > 0 else 0.0
-                slack = min(slack, latest[v] - prefix_compute[i + 1])
-                if ready - prefix_compute[i] > slack + 1e-12 * max(1.0, abs(slack)):
-                    continue
                 if run_compute - longest > inside * (1 + 1e-12):
                     continue
             total = S[i] + acc
