@@ -11,12 +11,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
-from rlplace.sim import Schedule  # noqa: E402
+from rlplace.schedule import Schedule, critical_path  # noqa: E402
 
 GIB = 2**30
+CATEGORY_COLOURS = (0, 1, 2, 4, 5, 6, 8, 9)  # tab10 without red (the critical path) and grey
 
 
 def format_table(records: Sequence[dict], cluster: Cluster) -> str:
@@ -41,20 +44,45 @@ def format_table(records: Sequence[dict], cluster: Cluster) -> str:
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows), *errors])
 
 
+def op_categories(graph: OpGraph, busy: np.ndarray, most: int = 8) -> tuple[list[str], np.ndarray]:
+    """The legend of a Gantt chart: at most ``most`` labels and one label index per op. By op
+    type when the graph has several (the types with the most ``busy`` time, the rest as
+    "other"), else by layer (integer layers in contiguous ranges), else one "op"."""
+    types = [t or "?" for t in graph.op_type]
+    if len(set(types)) > 1:
+        return _top(types, busy, most)
+    layers = graph.layer
+    if any(x is not None for x in layers):
+        if all(isinstance(x, (int, np.integer)) for x in layers):
+            values = np.asarray(layers, dtype=np.int64)
+            chunks = np.array_split(np.unique(values), min(most, len(np.unique(values))))
+            bins = np.searchsorted([c[0] for c in chunks], values, side="right") - 1
+            labels = [f"layer {c[0]}" if len(c) == 1 else f"layers {c[0]}-{c[-1]}" for c in chunks]
+            return labels, bins
+        return _top([f"layer {x}" for x in layers], busy, most)
+    return ["op"], np.zeros(graph.num_ops, dtype=np.int64)
+
+
+def _top(names: list[str], busy: np.ndarray, most: int) -> tuple[list[str], np.ndarray]:
+    totals: dict[str, float] = {}
+    for name, t in zip(names, busy):
+        totals[name] = totals.get(name, 0.0) + float(t)
+    ranked = sorted(totals, key=lambda name: (-totals[name], name))
+    kept = ranked if len(ranked) <= most else ranked[:most - 1]
+    labels = kept + (["other"] if len(kept) < len(ranked) else [])
+    index = {name: k for k, name in enumerate(kept)}
+    return labels, np.array([index.get(name, len(kept)) for name in names], dtype=np.int64)
+
+
 def schedule_figure(graph: OpGraph, cluster: Cluster, schedule: Schedule | None, title: str = ""):
-    """Gantt chart: one row of ops per device, and under it the transfers it receives.
-    With no schedule, an empty chart (nothing evaluated yet)."""
+    """Gantt chart: one row of ops per device, and under it the transfers it receives; ops
+    coloured by ``op_categories`` (legend on the right), the critical path outlined (the chain
+    of ops and transfers that ends last, ``rlplace.schedule.critical_path``) and joined by a
+    line. With no schedule, an empty chart (nothing evaluated yet)."""
     ndev = cluster.num_devices
-    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.9 * ndev))
-    cmap = plt.get_cmap("tab20")
-    for d in range(ndev if schedule is not None else 0):
-        ops = np.flatnonzero(schedule.op_device == d)
-        bars = list(zip(schedule.op_start[ops] * 1e3, (schedule.op_end[ops] - schedule.op_start[ops]) * 1e3))
-        ax.broken_barh(bars, (2 * d + 0.05, 0.9), facecolors=[cmap(i % 20) for i in ops], linewidth=0)
-        xs = np.flatnonzero(schedule.transfer_dst_device == d)
-        bars = list(zip(schedule.transfer_start[xs] * 1e3,
-                        (schedule.transfer_end[xs] - schedule.transfer_start[xs]) * 1e3))
-        ax.broken_barh(bars, (2 * d + 1.25, 0.5), facecolors="0.55", edgecolors="0.3", linewidth=0.3)
+    fig, ax = plt.subplots(figsize=(12, 1.6 + 0.9 * ndev))
+    if schedule is not None and graph.num_ops:
+        _draw_schedule(ax, graph, ndev, schedule)
     ax.set_ylim(0, 2 * ndev)
     ax.set_yticks([y + 0.5 for d in range(ndev) for y in (2 * d, 2 * d + 1)])
     ax.set_yticklabels([label for dev in cluster.devices for label in (f"{dev.name}", "  ← transfers in")])
@@ -64,6 +92,41 @@ def schedule_figure(graph: OpGraph, cluster: Cluster, schedule: Schedule | None,
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def _draw_schedule(ax, graph: OpGraph, ndev: int, schedule: Schedule) -> None:
+    busy = schedule.op_end - schedule.op_start
+    labels, category = op_categories(graph, busy, most=len(CATEGORY_COLOURS))
+    colours = [plt.get_cmap("tab10")(k) for k in CATEGORY_COLOURS][:len(labels)]
+    if labels[-1] == "other":
+        colours[-1] = (0.8, 0.8, 0.8, 1.0)
+    path = critical_path(graph, schedule)
+    on_path_op = np.zeros(graph.num_ops, dtype=bool)
+    on_path_op[path.ops] = True
+    on_path_x = np.zeros(len(schedule.transfer_start), dtype=bool)
+    on_path_x[path.transfers] = True
+    for d in range(ndev):
+        for critical in (False, True):
+            ops = np.flatnonzero((schedule.op_device == d) & (on_path_op == critical))
+            ax.broken_barh(list(zip(schedule.op_start[ops] * 1e3, busy[ops] * 1e3)), (2 * d + 0.05, 0.9),
+                           facecolors=[colours[c] for c in category[ops]],
+                           edgecolors="k" if critical else "none", linewidth=1.2 if critical else 0)
+            xs = np.flatnonzero((schedule.transfer_dst_device == d) & (on_path_x == critical))
+            ax.broken_barh(list(zip(schedule.transfer_start[xs] * 1e3,
+                                    (schedule.transfer_end[xs] - schedule.transfer_start[xs]) * 1e3)),
+                           (2 * d + 1.25, 0.5), facecolors="0.55", edgecolors="C3" if critical else "0.3",
+                           linewidth=1.2 if critical else 0.3)
+    centres = [((schedule.op_start[i] + schedule.op_end[i]) / 2e-3, 2 * schedule.op_device[i] + 0.5)
+               if kind == "op" else ((schedule.transfer_start[i] + schedule.transfer_end[i]) / 2e-3,
+                                     2 * schedule.transfer_dst_device[i] + 1.5) for kind, i in path.steps]
+    compute = float(busy[path.ops].sum()) * 1e3
+    moving = float((schedule.transfer_end - schedule.transfer_start)[path.transfers].sum()) * 1e3
+    handles = [Patch(facecolor=c, label=name) for c, name in zip(colours, labels)]
+    handles.append(Line2D([], [], color="C3", linewidth=1, marker="s", markerfacecolor="none",
+                          markeredgecolor="k", label=f"critical path: {len(path.ops)} ops ({compute:.3g} ms),\n"
+                                                     f"{len(path.transfers)} transfers ({moving:.3g} ms)"))
+    ax.plot(*zip(*centres), color="C3", linewidth=0.8, alpha=0.8)
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def plot_schedule(graph: OpGraph, cluster: Cluster, schedule: Schedule, path: str | Path,

@@ -94,3 +94,27 @@ def test_path_is_a_gapless_chain_of_dependencies_from_zero_to_the_step_time(g, d
     for (before, b), (after, a) in zip(zip(steps, intervals), zip(steps[1:], intervals[1:])):
         assert a[0] == pytest.approx(b[1], rel=1e-12, abs=1e-12)
         assert _is_dependency(g, r.schedule, before, after)
+
+
+# ------------------------------------------------------------------ the Gantt chart that shows it
+def test_gantt_legend_names_the_busiest_op_types_and_the_critical_path():
+    from rlplace.report import op_categories, schedule_figure
+
+    types = ["MatMul"] * 3 + ["Add", "Relu", "Conv", "Tanh", "Mul", "Sub", "Exp", "Log"]
+    g = OpGraph.from_records([op(f"o{i}", 1.0 + (t == "MatMul"), op_type=t) for i, t in enumerate(types)], [])
+    labels, category = op_categories(g, g.compute_time, most=4)
+    assert labels[0] == "MatMul" and labels[-1] == "other" and len(labels) == 4
+    assert [labels[c] for c in category[:3]] == ["MatMul"] * 3
+    s = simulate(g, cluster(2), np.arange(g.num_ops) % 2, trace=True).schedule
+    fig = schedule_figure(g, cluster(2), s)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend[0] == "MatMul" and "other" in legend and legend[-1].startswith("critical path: 6 ops")
+
+
+def test_gantt_legend_by_layer_when_ops_have_no_types():
+    from rlplace.report import op_categories
+
+    g = OpGraph.from_records([op(f"o{i}", layer=i // 2) for i in range(40)], [])
+    labels, category = op_categories(g, g.compute_time, most=8)
+    assert len(labels) == 8 and labels[0] == "layers 0-2" and labels[-1] == "layers 18-19"
+    assert labels[category[-1]] == "layers 18-19" and labels[category[0]] == "layers 0-2"
