@@ -145,23 +145,42 @@ def figure_to_rgb(fig) -> np.ndarray:
     return image
 
 
-def plot_memory(records: Sequence[dict], cluster: Cluster, path: str | Path, title: str = "") -> None:
-    """Peak memory per device for every placer, with each device's size as a dashed line."""
-    ndev = cluster.num_devices
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(records) * ndev / 2 + 3), 4))
-    width = 0.8 / max(len(records), 1)
-    x = np.arange(ndev)
-    for k, r in enumerate(records):
-        ax.bar(x + (k - (len(records) - 1) / 2) * width, np.asarray(r["peak_memory"]) / GIB, width,
-               label=r["placer"] + (" (OOM)" if r["oom"] else ""))
+def memory_figure(records: Sequence[dict], cluster: Cluster, title: str = ""):
+    """Peak memory per device for every placer, one row per placer sorted by its largest peak
+    (the largest on top): a bar to the largest peak (red: out of memory), a mark per device, and
+    each distinct device size as a dashed line. The figure has one size whatever the number of
+    placers and devices."""
+    fig, ax = plt.subplots(figsize=(9, 6))
+    rows = sorted(records, key=lambda r: (max(r["peak_memory"], default=0), r["placer"]))
+    peaks = np.array([r["peak_memory"] for r in rows], dtype=float).reshape(len(rows), cluster.num_devices) / GIB
+    y = np.arange(len(rows))
+    ax.barh(y, peaks.max(axis=1, initial=0.0), height=0.7,
+            color=["#f4a6a6" if r["oom"] else "#c6d7ea" for r in rows])
+    marks = "os^vDP*Xdph"
     for d, dev in enumerate(cluster.devices):
-        ax.hlines(dev.memory_bytes / GIB, d - 0.45, d + 0.45, colors="k", linestyles="dashed", linewidth=1)
-    ax.set_xticks(x)
-    ax.set_xticklabels(cluster.device_names)
-    ax.set_ylabel("peak memory (GiB)")
-    ax.set_title(title or "Peak memory per device (dashed: device memory)")
+        many = cluster.num_devices > len(marks)
+        ax.scatter(peaks[:, d], y, s=14 if many else 22, zorder=3, color="0.2" if many else f"C{d}",
+                   marker="o" if many else marks[d], label=None if many and d else "device peaks" if many else dev.name)
+    for size in sorted({dev.memory_bytes for dev in cluster.devices}):
+        names = [dev.name for dev in cluster.devices if dev.memory_bytes == size]
+        which = "device memory" if len(names) == cluster.num_devices else ", ".join(names)
+        ax.axvline(size / GIB, color="k", linestyle="dashed", linewidth=1, label=f"{which}: {size / GIB:.3g} GiB")
+    ax.set_yticks(y)
+    ax.set_yticklabels([r["placer"] + (" (OOM)" if r["oom"] else "") for r in rows],
+                       fontsize=min(9.0, max(4.0, 300 / max(len(rows), 1))))
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("peak memory (GiB)")
+    ax.set_title(title or "Peak memory per device, placers by their largest peak")
+    ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
+    return fig
+
+
+def plot_memory(records: Sequence[dict], cluster: Cluster, path: str | Path, title: str = "") -> None:
+    """Write the chart of ``memory_figure`` to ``path``."""
+    fig = memory_figure(records, cluster, title)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
