@@ -3,6 +3,7 @@ and the peak memory per device. Units are converted here, for display only."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Sequence
 
@@ -185,28 +186,54 @@ def plot_memory(records: Sequence[dict], cluster: Cluster, path: str | Path, tit
     plt.close(fig)
 
 
-def plot_training_curve(step_times: Sequence[float], valid: Sequence[bool], path: str | Path,
-                        title: str = "") -> None:
+def training_curve_figure(step_times: Sequence[float], valid: Sequence[bool], title: str = "",
+                          references: Sequence[dict] = (), lower_bound: float | None = None):
     """Step time of every evaluated placement (dots; invalid ones at the top, crossed) and the
-    best valid step time so far (line), against the number of placements evaluated."""
+    best valid step time so far (line), against the number of placements evaluated; the step
+    times of ``references`` (records ``{"placer", "step_time", "oom"}``: the algorithmic placers
+    and the search) as horizontal lines and ``lower_bound`` as a dashed one. References above
+    the slowest valid sample are listed in the legend but not drawn."""
     times = np.asarray(step_times, dtype=float) * 1e3
     ok = np.asarray(valid, dtype=bool)
     x = np.arange(1, len(times) + 1)
     best = np.minimum.accumulate(np.where(ok, times, np.inf)) if len(times) else times
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     ax.scatter(x[ok], times[ok], s=6, alpha=0.4, label="sampled placement")
+    top = float(times[ok].max()) if ok.any() else float(times.max(initial=np.nan))
     if (~ok).any():
-        top = times[ok].max() if ok.any() else times.max()
         ax.scatter(x[~ok], np.full((~ok).sum(), top), s=12, marker="x", color="0.5", label="invalid (OOM or slow)")
     ax.step(x[np.isfinite(best)], best[np.isfinite(best)], where="post", color="C3", label="best so far")
+    _reference_lines(ax, references, 1.02 * top if np.isfinite(top) else np.inf, taken=(0, 3))
+    if lower_bound is not None:
+        ax.axhline(lower_bound * 1e3, color="k", linestyle="dashed", linewidth=1, label="lower bound")
     ax.set_xlabel("placements evaluated")
     ax.set_ylabel("step time (ms)")
     ax.set_title(title or "Training curve")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
+    return fig
+
+
+def plot_training_curve(step_times: Sequence[float], valid: Sequence[bool], path: str | Path, title: str = "",
+                        references: Sequence[dict] = (), lower_bound: float | None = None) -> None:
+    """Write the chart of ``training_curve_figure`` to ``path``."""
+    fig = training_curve_figure(step_times, valid, title, references, lower_bound)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _reference_lines(ax, records: Sequence[dict], top: float, taken: Sequence[int] = ()) -> None:
+    """A dotted horizontal line per record at its step time, labelled with it, in the colours
+    (C0-C9) not ``taken``; a record above ``top`` (ms) is only listed in the legend."""
+    free = [c for c in range(10) if c not in taken] or list(range(10))
+    for r, colour in zip(records, itertools.cycle(free)):
+        ms = r["step_time"] * 1e3
+        label = f"{r['placer']}{' (OOM)' if r['oom'] else ''}: {ms:.4g} ms"
+        if ms <= top:
+            ax.axhline(ms, color=f"C{colour}", linewidth=1.2, alpha=0.8, linestyle="dotted", label=label)
+        else:
+            ax.plot([], [], " ", label=label + " (off the axis)")
 
 
 def plot_curves(records: Sequence[dict], lower_bound: float, path: str | Path, title: str = "") -> None:
@@ -218,18 +245,12 @@ def plot_curves(records: Sequence[dict], lower_bound: float, path: str | Path, t
     fig, ax = plt.subplots(figsize=(8, 4.5))
     curves = [np.asarray(r["curve"]) * 1e3 for r in records if r.get("curve")]
     top = 1.15 * max(float(c[0]) for c in curves) if curves else np.inf
-    for k, r in enumerate(records):
-        if r.get("curve"):
-            curve = np.asarray(r["curve"]) * 1e3
-            ax.step(np.arange(1, len(curve) + 1), curve, where="post", color=f"C{k % 10}", linewidth=2,
-                    label=r["placer"])
-        else:
-            ms = r["step_time"] * 1e3
-            label = f"{r['placer']}{' (OOM)' if r['oom'] else ''}: {ms:.4g} ms"
-            if ms <= top:
-                ax.axhline(ms, color=f"C{k % 10}", linewidth=1, alpha=0.7, linestyle="dotted", label=label)
-            else:
-                ax.plot([], [], " ", label=label + " (off the axis)")
+    searches = [r for r in records if r.get("curve")]
+    for k, r in enumerate(searches):
+        curve = np.asarray(r["curve"]) * 1e3
+        ax.step(np.arange(1, len(curve) + 1), curve, where="post", color=f"C{k % 10}", linewidth=2,
+                label=r["placer"])
+    _reference_lines(ax, [r for r in records if not r.get("curve")], top, taken=range(len(searches)))
     ax.axhline(lower_bound * 1e3, color="k", linestyle="dashed", linewidth=1, label="lower bound")
     if curves:
         ax.set_ylim(0.97 * lower_bound * 1e3, top)

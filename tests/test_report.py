@@ -6,7 +6,7 @@ import pytest
 from matplotlib.image import imread
 
 from rlplace.cluster import Cluster, CommModel, Device
-from rlplace.report import GIB, memory_figure, plot_memory
+from rlplace.report import GIB, memory_figure, plot_memory, training_curve_figure
 
 PLACERS = ["single", "round_robin", "random", "expert", "metis", "heft", "m_topo", "m_etf", "m_sct",
            "order_place", "celeritas", "local_search", "annealing"]
@@ -45,3 +45,17 @@ def test_memory_chart_rows_are_placers_sorted_by_largest_peak_with_the_limit_dra
     assert limits == [pytest.approx(8.0)]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["gpu0", "gpu1", "gpu2", "gpu3", "device memory: 8 GiB"]
+
+
+def test_training_curve_shows_the_references_and_the_lower_bound():
+    times = [0.030, 0.025, 0.040, 0.022, 0.021]
+    references = [{"placer": "m_etf", "step_time": 0.024, "oom": False},
+                  {"placer": "single", "step_time": 0.100, "oom": False},
+                  {"placer": "local_search from m_etf (5 evaluations)", "step_time": 0.020, "oom": False}]
+    ax = training_curve_figure(times, [True] * 5, references=references, lower_bound=0.015).axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"m_etf: 24 ms", "single: 100 ms (off the axis)", "local_search from m_etf (5 evaluations): 20 ms",
+            "lower bound"} <= set(legend)
+    levels = {line.get_label(): line.get_ydata()[0] for line in ax.get_lines() if len(line.get_ydata())}
+    assert levels["m_etf: 24 ms"] == pytest.approx(24.0) and levels["lower bound"] == pytest.approx(15.0)
+    assert "single: 100 ms (off the axis)" not in levels
