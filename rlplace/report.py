@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from rlplace.cluster import Cluster  # noqa: E402
@@ -77,9 +77,9 @@ def _top(names: list[str], busy: np.ndarray, most: int) -> tuple[list[str], np.n
 
 def schedule_figure(graph: OpGraph, cluster: Cluster, schedule: Schedule | None, title: str = ""):
     """Gantt chart: one row of ops per device, and under it the transfers it receives; ops
-    coloured by ``op_categories`` (legend on the right), the critical path outlined (the chain
-    of ops and transfers that ends last, ``rlplace.schedule.critical_path``) and joined by a
-    line. With no schedule, an empty chart (nothing evaluated yet)."""
+    coloured by ``op_categories`` (legend on the right); the critical path (the chain of ops and
+    transfers that ends last, ``rlplace.schedule.critical_path``) in red: a strip above its
+    ops, its transfers filled, joined by a line. With no schedule, an empty chart (nothing evaluated yet)."""
     ndev = cluster.num_devices
     fig, ax = plt.subplots(figsize=(12, 1.6 + 0.9 * ndev))
     if schedule is not None and graph.num_ops:
@@ -107,26 +107,27 @@ def _draw_schedule(ax, graph: OpGraph, ndev: int, schedule: Schedule) -> None:
     on_path_x = np.zeros(len(schedule.transfer_start), dtype=bool)
     on_path_x[path.transfers] = True
     for d in range(ndev):
-        for critical in (False, True):
-            ops = np.flatnonzero((schedule.op_device == d) & (on_path_op == critical))
-            ax.broken_barh(list(zip(schedule.op_start[ops] * 1e3, busy[ops] * 1e3)), (2 * d + 0.05, 0.9),
-                           facecolors=[colours[c] for c in category[ops]],
-                           edgecolors="k" if critical else "none", linewidth=1.2 if critical else 0)
-            xs = np.flatnonzero((schedule.transfer_dst_device == d) & (on_path_x == critical))
-            ax.broken_barh(list(zip(schedule.transfer_start[xs] * 1e3,
-                                    (schedule.transfer_end[xs] - schedule.transfer_start[xs]) * 1e3)),
-                           (2 * d + 1.25, 0.5), facecolors="0.55", edgecolors="C3" if critical else "0.3",
-                           linewidth=1.2 if critical else 0.3)
-    centres = [((schedule.op_start[i] + schedule.op_end[i]) / 2e-3, 2 * schedule.op_device[i] + 0.5)
+        ops = np.flatnonzero(schedule.op_device == d)
+        ax.broken_barh(list(zip(schedule.op_start[ops] * 1e3, busy[ops] * 1e3)), (2 * d + 0.2, 0.75),
+                       facecolors=[colours[c] for c in category[ops]], linewidth=0)
+        ops = ops[on_path_op[ops]]  # the critical path: a red strip above its ops
+        ax.broken_barh(list(zip(schedule.op_start[ops] * 1e3, busy[ops] * 1e3)), (2 * d + 0.03, 0.14),
+                       facecolors="C3", linewidth=0)
+        xs = np.flatnonzero(schedule.transfer_dst_device == d)
+        ax.broken_barh(list(zip(schedule.transfer_start[xs] * 1e3,
+                                (schedule.transfer_end[xs] - schedule.transfer_start[xs]) * 1e3)),
+                       (2 * d + 1.25, 0.5), facecolors=np.where(on_path_x[xs, None], to_rgba("C3"), to_rgba("0.6")),
+                       edgecolors=np.where(on_path_x[xs, None], to_rgba("C3"), to_rgba("0.3")), linewidth=0.3)
+    centres = [((schedule.op_start[i] + schedule.op_end[i]) / 2e-3, 2 * schedule.op_device[i] + 0.1)
                if kind == "op" else ((schedule.transfer_start[i] + schedule.transfer_end[i]) / 2e-3,
                                      2 * schedule.transfer_dst_device[i] + 1.5) for kind, i in path.steps]
     compute = float(busy[path.ops].sum()) * 1e3
     moving = float((schedule.transfer_end - schedule.transfer_start)[path.transfers].sum()) * 1e3
     handles = [Patch(facecolor=c, label=name) for c, name in zip(colours, labels)]
-    handles.append(Line2D([], [], color="C3", linewidth=1, marker="s", markerfacecolor="none",
-                          markeredgecolor="k", label=f"critical path: {len(path.ops)} ops ({compute:.3g} ms),\n"
-                                                     f"{len(path.transfers)} transfers ({moving:.3g} ms)"))
-    ax.plot(*zip(*centres), color="C3", linewidth=0.8, alpha=0.8)
+    handles.append(Patch(facecolor="C3", label=f"critical path (strip above ops; transfers):\n"
+                                                f"{len(path.ops)} ops ({compute:.3g} ms), "
+                                                f"{len(path.transfers)} transfers ({moving:.3g} ms)"))
+    ax.plot(*zip(*centres), color="C3", linewidth=0.6, alpha=0.6)
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
