@@ -14,7 +14,9 @@ evaluates them concurrently; or through the single environment when k = 1. Every
 holds all that the run depends on (policy, optimizer and algorithm state, the sampling
 generator, torch's and numpy's global RNG states, the counters, the best placement and the
 curve): ``resume=True`` continues from it exactly as if the run had not stopped. At the end: ``best_placement.json``
-(evaluated once more by the backend), ``results.json`` and ``training_curve.png``.
+(evaluated once more by the backend), ``results.json`` and ``training_curve.png`` (with plots on,
+the algorithmic placers' and a local search's simulated step times as lines, computed once at
+the start and kept in the checkpoint, and the lower bound).
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
 from rlplace.errors import CheckpointError, ConfigError
 from rlplace.graph import OpGraph
+from rlplace.placers.search import algorithmic_references
 from rlplace.report import plot_training_curve
+from rlplace.sim import lower_bound
 
 CHECKPOINT = "checkpoint.pt"
 ENV_ID = "rlplace/Placement-v0"
@@ -90,6 +94,7 @@ class Progress:
     step_times: list[float] = field(default_factory=list)   # every evaluated placement, in order
     valid: list[bool] = field(default_factory=list)
     warm_start: dict[str, float] = field(default_factory=dict)
+    references: list[dict] = field(default_factory=list)    # the training curve's lines (plots on)
 
     def record(self, actions: np.ndarray, step_time: float, valid: bool) -> None:
         self.evaluated += 1
@@ -170,6 +175,8 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
         if config.init_checkpoint:
             progress.warm_start.update(load_matching_weights(policy, config.init_checkpoint))
         _warm_start(problem, policy, algorithm, config, progress)
+        if config.plots:
+            progress.references = algorithmic_references(graph, cluster, config.budget_placements or 2000, config.seed)
 
     with _opened(open_logger, progress.evaluated if config.resume else 0) as logger:
         evaluator = Evaluator({"graph": graph, "cluster": cluster, "backend": backend, **env_options},
@@ -273,7 +280,8 @@ def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, co
     (out_dir / "results.json").write_text(json.dumps(summary, indent=1, default=float))
     if config.plots:
         plot_training_curve(progress.step_times, progress.valid, out_dir / "training_curve.png",
-                            title=f"{config.agent} on {problem.graph.name}")
+                            title=f"{config.agent} on {problem.graph.name}", references=progress.references,
+                            lower_bound=lower_bound(problem.graph, problem.cluster))
     return summary
 
 

@@ -15,6 +15,9 @@ from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.errors import ConfigError
 from rlplace.placement import Placement
+from rlplace.placers import make_placer
+from rlplace.placers.search import HEURISTICS
+from rlplace.sim import simulate
 from rlplace.zoo import layered
 
 torch.set_num_threads(1)
@@ -73,6 +76,22 @@ def test_outputs_warm_start_and_logger(problem, tmp_path):
     assert result["best_step_time"] == pytest.approx(min(sampled, greedy_time))
     assert result["best_is_greedy"] == (greedy_time < sampled)
     assert (torch.tensor([1e-38]) * 1e-3).item() > 0  # subnormals are back once training is over
+
+
+def test_training_curve_lines_are_the_algorithmic_placers_and_the_search_computed_once(problem, tmp_path):
+    graph, cluster = problem
+    train(graph, cluster, SimBackend(), config(plots=True, budget_placements=8), tmp_path / "on")
+    references = read_checkpoint(tmp_path / "on" / "checkpoint.pt").progress["references"]
+    assert [r["placer"] for r in references[:-1]] == list(HEURISTICS)
+    for r in references[:-1]:
+        placement = make_placer(r["placer"], seed=3).place(graph, cluster)
+        assert r["step_time"] == simulate(graph, cluster, placement).step_time, r["placer"]
+    search = references[-1]
+    assert search["placer"].startswith("local_search from ") and search["placer"].endswith("(9 evaluations)")
+    assert search["step_time"] <= min(r["step_time"] for r in references[:-1] if not r["oom"])
+    assert (tmp_path / "on" / "training_curve.png").is_file()
+    train(graph, cluster, SimBackend(), config(budget_placements=8), tmp_path / "off")  # plots off: none
+    assert read_checkpoint(tmp_path / "off" / "checkpoint.pt").progress["references"] == []
 
 
 def test_subnormals_flush_only_inside_training():

@@ -11,6 +11,6 @@ differ).
 """
 
 from rlplace.schedule.model import Model, new_model
-from rlplace.schedule.trace import Schedule, memory_peaks, schedule_of
+from rlplace.schedule.trace import CriticalPath, Schedule, critical_path, memory_peaks, schedule_of
 
-__all__ = ["Model", "Schedule", "memory_peaks", "new_model", "schedule_of"]
+__all__ = ["CriticalPath", "Model", "Schedule", "critical_path", "memory_peaks", "new_model", "schedule_of"]

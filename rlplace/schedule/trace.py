@@ -83,3 +83,76 @@ def memory_peaks(graph: OpGraph, num_devices: int, schedule: Schedule) -> np.nda
     np.add.at(persistent, dev, graph.persistent_bytes)
     return peaks + persistent
 
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The chain of ops and transfers that ends last in a schedule, in time order: ``steps``
+    are ("op", op index) and ("transfer", transfer index) pairs."""
+
+    steps: tuple[tuple[str, int], ...]
+
+    @property
+    def ops(self) -> np.ndarray:
+        return np.array([i for kind, i in self.steps if kind == "op"], dtype=np.int64)
+
+    @property
+    def transfers(self) -> np.ndarray:
+        return np.array([i for kind, i in self.steps if kind == "transfer"], dtype=np.int64)
+
+
+def critical_path(graph: OpGraph, schedule: Schedule) -> CriticalPath:
+    """The critical path of a finished schedule: from the op that ends last, walk back through
+    whatever it waited for last, until an op that waited for nothing. An op waits for its
+    inputs (the local producer's end, or the end of the transfer that brought the tensor) and
+    for the op run before it on its device; a transfer waits for its producer and, on a
+    sequential channel, for the transfer before it on the sender's or the receiver's channel.
+    Ties go to the data input. On a schedule with no idle gaps (the simulator's) the durations
+    along the path add up to the step time."""
+    if graph.num_ops == 0:
+        return CriticalPath(())
+    dev, start, end = schedule.op_device, schedule.op_start, schedule.op_end
+    xs, xe = schedule.transfer_start, schedule.transfer_end
+    ndev = int(max(dev.max(), schedule.transfer_dst_device.max(initial=0))) + 1
+    transfer_to = {(int(t), int(d)): k for k, (t, d) in
+                   enumerate(zip(schedule.transfer_tensor, schedule.transfer_dst_device))}
+    before_op = _previous_in_queue(dev, start, end)
+    before_send = _previous_in_queue(schedule.transfer_src_device, xs, xe)
+    before_recv = _previous_in_queue(schedule.transfer_dst_device + ndev, xs, xe)
+
+    step = ("op", int(np.lexsort((-np.arange(graph.num_ops), end))[-1]))  # last end; ties: lowest index
+    steps, seen = [step], {step}
+    while True:
+        kind, i = step
+        if kind == "op":
+            candidates = []
+            for e in graph.in_edges[graph.in_ptr[i]:graph.in_ptr[i + 1]]:
+                src = int(graph.edge_src[e])
+                k = transfer_to.get((int(graph.edge_tensor[e]), int(dev[i])))
+                candidates.append(("op", src) if dev[src] == dev[i] or k is None else ("transfer", k))
+            if before_op[i] >= 0:
+                candidates.append(("op", int(before_op[i])))
+            limit = start[i]
+        else:
+            candidates = [("op", int(schedule.transfer_src_op[i]))]
+            candidates += [("transfer", int(k)) for k in (before_send[i], before_recv[i]) if k >= 0]
+            limit = xs[i]
+        ends = [end[j] if c == "op" else xe[j] for c, j in candidates]
+        waited = [(t, -n) for n, t in enumerate(ends) if t <= limit]  # ties: the first candidate
+        if not waited:
+            break
+        step = candidates[-max(waited)[1]]
+        if step in seen:  # zero-length steps at one instant: nothing more to learn
+            break
+        steps.append(step)
+        seen.add(step)
+    return CriticalPath(tuple(reversed(steps)))
+
+
+def _previous_in_queue(queue: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each item, the item run just before it in the same queue (-1: the first)."""
+    order = np.lexsort((np.arange(len(queue)), end, start, queue))
+    previous = np.full(len(queue), -1, dtype=np.int64)
+    same = queue[order[1:]] == queue[order[:-1]]
+    previous[order[1:][same]] = order[:-1][same]
+    return previous

@@ -1,0 +1,87 @@
+"""README.md's quoted numbers, written from the recorded results so that they cannot go stale.
+
+    .venv/bin/python experiments/readme_numbers.py            # rewrite README.md's generated spans
+    .venv/bin/python experiments/readme_numbers.py --check    # exit 1 if README.md is not what they give
+
+A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /generated -->``
+(each on a line of its own); NAME is one of ``GENERATORS``:
+
+- ``make_run``: the table ``make run`` prints, from experiments/results/make_run.json
+  (recorded by experiments/record_make_run.py);
+- ``search``: the search placers on the GNMT profile, medians over seeds at 2,000 evaluations,
+  from experiments/results/bench_search.json (experiments/bench_search.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from rlplace.cluster import Cluster, CommModel, Device
+from rlplace.report import format_table
+
+ROOT = Path(__file__).resolve().parents[1]
+SPAN = re.compile(r"(?P<open><!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /generated -->)", re.S)
+
+
+def make_run(results: Path) -> str:
+    recorded = json.loads((results / "make_run.json").read_text())
+    c = recorded["cluster"]
+    cluster = Cluster(tuple(Device(**d) for d in c["devices"]), CommModel(**c["comm"]), c["name"])
+    return f"```\n{format_table(recorded['results'], cluster)}\n```\n"
+
+
+def search(results: Path, key: str = "gnmt_profile_mars_p100", budget: int = 2000) -> str:
+    bench = json.loads((results / "bench_search.json").read_text())
+    runs = next(g for g in bench["graphs"] if g["key"] == key)["runs"]
+
+    def median_ms(start: str, placer: str) -> str:
+        times = [r["step_time"] for r in runs if (r["start"], r["placer"], r["budget"]) == (start, placer, budget)]
+        return f"{np.median(times) * 1e3:.1f}"
+
+    return (f"On the GNMT profile (mars_p100), {budget:,} evaluations from `single` reach "
+            f"{median_ms('single', 'local_search')} ms (local search)\nand {median_ms('single', 'annealing')} ms "
+            f"(annealing), from METIS {median_ms('metis', 'local_search')} / {median_ms('metis', 'annealing')} ms, "
+            f"medians of {len(bench['seeds'])} seeds\n(`experiments/results/bench_search.md`).\n")
+
+
+GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search}
+
+
+def render(text: str, results: Path) -> str:
+    """``text`` with every generated span rewritten; an unknown span name is an error."""
+    def one(match: re.Match) -> str:
+        name = match["name"]
+        if name not in GENERATORS:
+            raise SystemExit(f"readme_numbers: unknown generated span {name!r} (known: {', '.join(GENERATORS)})")
+        return match["open"] + GENERATORS[name](results) + match["close"]
+
+    return SPAN.sub(one, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the results")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--results", type=Path, default=ROOT / "experiments" / "results")
+    args = parser.parse_args(argv)
+    text = args.readme.read_text()
+    new = render(text, args.results)
+    if args.check:
+        if new != text:
+            print(f"{args.readme} differs from what {args.results} gives: run experiments/readme_numbers.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    args.readme.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""README.md's generated spans are what the recorded results give (experiments/readme_numbers.py
+in check mode), and the check catches a number edited by hand."""
+
+import subprocess
+import sys
+
+import pytest
+
+from experiments.readme_numbers import GENERATORS, ROOT, main, render
+
+README = ROOT / "README.md"
+RESULTS = ROOT / "experiments" / "results"
+
+
+def test_readme_is_what_the_recorded_results_give():
+    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "readme_numbers.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_has_every_generated_span():
+    text = README.read_text()
+    for name in GENERATORS:
+        assert f"<!-- generated: {name} -->" in text, name
+    assert "local_search         515.282" in text  # the make run table, from make_run.json
+
+
+def test_check_fails_on_a_hand_edited_number_and_rewriting_restores_it(tmp_path):
+    readme = tmp_path / "README.md"
+    good = README.read_text()
+    readme.write_text(good.replace("1941.504", "1941.505", 1))
+    assert main(["--check", "--readme", str(readme), "--results", str(RESULTS)]) == 1
+    assert main(["--readme", str(readme), "--results", str(RESULTS)]) == 0
+    assert readme.read_text() == good
+
+
+def test_unknown_span_is_an_error():
+    with pytest.raises(SystemExit, match="unknown generated span 'nope'"):
+        render("<!-- generated: nope -->\nx\n<!-- /generated -->\n", RESULTS)
