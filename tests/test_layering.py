@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import REPO
@@ -69,3 +70,19 @@ def test_rlplace_reproduce_runs_without_experiments(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["table"] == "baechi_table3" and results["claims"]
+
+
+def test_record_and_why_only_need_a_checkout_and_say_so_before_any_work(tmp_path, monkeypatch):
+    import rlplace
+    from hydra import compose, initialize_config_module
+
+    from rlplace.apps import reproduce as app
+    from rlplace.errors import ConfigError
+
+    monkeypatch.setattr(rlplace, "__file__", str(tmp_path / "site-packages" / "rlplace" / "__init__.py"))
+    monkeypatch.setattr(app, "import_module", lambda name: pytest.fail("the table ran"))
+    for option in ("record", "why_only"):
+        with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+            cfg = compose("reproduce", overrides=[*TINY_TABLE, f"{option}=true"])
+        with pytest.raises(ConfigError, match=f"{option}: needs a source checkout"):
+            app.reproduce(cfg, tmp_path / option)

@@ -99,6 +99,7 @@ def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
             raise ConfigError(f"why_only: no recorded run in {recorded}")
         log.info(update_why(recorded, table))
         return None
+    dest = recorded_dir(table["name"], "record") if cfg.record else None  # before any work
     module, _, func = table["run"].partition(":")
     try:
         fn = getattr(import_module(module), func)
@@ -110,8 +111,7 @@ def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
     output = fn(table, ctx)
     output.write(out_dir)
     log.info(output.markdown())
-    if cfg.record:
-        dest = recorded_dir(table["name"], "record")
+    if dest is not None:
         dest.mkdir(parents=True, exist_ok=True)
         for name in [f"{table['name']}.md", "results.json", *output.figures]:
             shutil.copy(out_dir / name, dest / name)
