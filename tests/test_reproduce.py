@@ -1,6 +1,7 @@
 """rlplace-reproduce: every table config in smoke mode, the claim checker on fabricated records,
 and Hydra sweeps (a two-job joblib multirun gathered by experiments/summarize.py)."""
 
+import io
 import json
 import subprocess
 import sys
@@ -262,3 +263,22 @@ def test_update_why_rewrites_only_the_notes_of_a_recorded_run(tmp_path):
     lines = text.splitlines()[-2:]
     assert lines[0] == verdicts[0].line() + " Why: latency" and lines[1] == verdicts[1].line()
     assert json.loads((tmp_path / "results.json").read_text())["claims"][0]["why"] == "latency"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_follows_each_table_row_in_a_terminal_and_none_in_a_pipe(tmp_path, monkeypatch):
+    overrides = ["table=baechi_table3", "mode=smoke", "plots=false",
+                 "table.smoke.models=[{key: a, label: tiny A, family: gnmt, graph: layered, knobs: {num_ops: 30}},"
+                 "{key: b, label: tiny B, family: gnmt, graph: chain, knobs: {num_ops: 20}}]"]
+    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+        cfg = compose("reproduce", overrides=overrides)
+    for stderr, shown in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stderr)
+        reproduce(cfg, tmp_path / str(shown))
+        text = stderr.getvalue()
+        assert [label in text for label in ("baechi_table3: tiny A", "baechi_table3: tiny B")] == [shown, shown]
+        assert ("5/5" in text) == shown  # the row's five placers
