@@ -1,7 +1,7 @@
 """What the paper tables share: the graphs of a table config (zoo models with analytical costs
 for the paper's GPU, the real GNMT profile, synthetic graphs), the cluster, running placers
-(``run_placer``: every placement is judged by the simulator), and the outputs
-of a run (markdown beside the paper's numbers, ``results.json``, bar charts)."""
+(``run_placer``: every placement is judged by the simulator), progress bars, and the outputs of
+a run (markdown beside the paper's numbers, ``results.json``, bar charts)."""
 
 from __future__ import annotations
 
