@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import matplotlib
@@ -25,19 +24,11 @@ from rlplace.cluster import Cluster, load_preset  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.placers import available_placers, make_placer  # noqa: E402
 from rlplace.sim import simulate  # noqa: E402
+from rlplace.tables.common import OPTIMIZER_OFF, OPTIMIZER_ON, run_placer  # noqa: E402
 from rlplace.zoo import default_profile_path, layered, load_baechi_profile  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
-# The graph optimizer switched off / on, per placer that has one (Baechi §3, Celeritas §5.1).
-OPTIMIZER_OFF = {
-    "m_topo": {"coplacement": False, "fusion": False, "forward_only": False},
-    "m_etf": {"coplacement": False, "fusion": False, "forward_only": False},
-    "m_sct": {"coplacement": False, "fusion": False, "forward_only": False},
-    "order_place": {"fusion": False},
-    "celeritas": {"fusion": False},
-}
-OPTIMIZER_ON = {name: {key: True for key in options} for name, options in OPTIMIZER_OFF.items()}
 HEURISTICS = ["m_topo", "m_etf", "m_sct", "order_place", "celeritas", "heft", "metis", "expert"]
 BASELINES = ["single", "round_robin", "random"]
 
@@ -45,19 +36,6 @@ BASELINES = ["single", "round_robin", "random"]
 def placers() -> list[str]:
     known = set(available_placers())
     return [name for name in BASELINES + HEURISTICS if name in known]
-
-
-def run(name: str, graph: OpGraph, cluster: Cluster, options: dict | None = None) -> dict:
-    placer = make_placer(name, seed=0, **(options or {}))
-    start = time.perf_counter()
-    placement = placer.place(graph, cluster)
-    elapsed = time.perf_counter() - start
-    placement.validate(graph, cluster)
-    result = simulate(graph, cluster, placement)
-    return {"placer": name, "options": options or {}, "graph": graph.name, "ops": graph.num_ops,
-            "placement_time": elapsed, "step_time": result.step_time, "oom": result.oom,
-            "peak_memory": [int(b) for b in result.peak_memory],
-            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops)}
 
 
 def timing_table(sizes: list[int], cluster: Cluster) -> list[dict]:
@@ -69,7 +47,7 @@ def timing_table(sizes: list[int], cluster: Cluster) -> list[dict]:
                 if variant == "on" and options is None:
                     continue
                 make_placer(name, **(options or {})).place(layered(200, seed=1), cluster)  # compile
-                rows.append({**run(name, graph, cluster, options), "optimizer": variant if options else "-"})
+                rows.append({**run_placer(name, graph, cluster, options), "optimizer": variant if options else "-"})
     return rows
 
 
@@ -81,7 +59,7 @@ def smallest_memory_fraction(name: str, graph: OpGraph, cluster: Cluster, option
     single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
 
     def fits(fraction: float) -> bool:
-        return not run(name, graph, cluster.with_memory(int(fraction * single_peak)), options)["oom"]
+        return not run_placer(name, graph, cluster.with_memory(int(fraction * single_peak)), options)["oom"]
 
     if not fits(1.0):
         return None
@@ -110,7 +88,7 @@ def main() -> None:
     for graph in graphs:
         for name in tqdm(placers(), desc=f"quality on {graph.name}"):
             for options in ([OPTIMIZER_OFF[name], OPTIMIZER_ON[name]] if name in OPTIMIZER_OFF else [None]):
-                quality.append(run(name, graph, cluster, options))
+                quality.append(run_placer(name, graph, cluster, options))
                 if name not in BASELINES:
                     memory.append({"placer": name, "graph": graph.name, "options": options or {},
                                    "fraction": smallest_memory_fraction(name, graph, cluster, options)})

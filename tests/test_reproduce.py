@@ -1,6 +1,7 @@
 """rlplace-reproduce: every table config in smoke mode, the claim checker on fabricated records,
 and Hydra sweeps (a two-job joblib multirun gathered by experiments/summarize.py)."""
 
+import io
 import json
 import subprocess
 import sys
@@ -14,8 +15,8 @@ from conftest import REPO
 sys.path.insert(0, str(REPO))
 
 from experiments import summarize  # noqa: E402
-from experiments.tables import claims as C  # noqa: E402
-from experiments.tables.baechi import _balance, _slowdown  # noqa: E402
+from rlplace.tables import claims as C  # noqa: E402
+from rlplace.tables.baechi import _balance, _slowdown  # noqa: E402
 from rlplace.apps.reproduce import reproduce, table_config  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
 
@@ -119,8 +120,8 @@ def test_every_table_runs_in_smoke_mode(table, tmp_path, graph_cache, monkeypatc
 
 def test_learned_runs_are_read_back_when_finished_and_continued_when_the_budget_grows(tmp_path, monkeypatch):
     import rlplace.apps.train as train_app
-    from experiments.tables import learned
-    from experiments.tables.common import Context, Setting
+    from rlplace.tables import learned
+    from rlplace.tables.common import Context, Setting
     from rlplace.presets import load_preset
 
     setting = Setting("tiny", "tiny", load_preset("graph", "layered", num_ops=40, seed=1), "synthetic")
@@ -148,8 +149,8 @@ def test_learned_runs_are_read_back_when_finished_and_continued_when_the_budget_
 
 
 def test_budget_seconds_ends_learned_runs_early_but_not_the_generalization_table(tmp_path):
-    from experiments.tables import learned, mars
-    from experiments.tables.common import Context, Setting
+    from rlplace.tables import learned, mars
+    from rlplace.tables.common import Context, Setting
     from rlplace.presets import load_preset
 
     setting = Setting("tiny", "tiny", load_preset("graph", "layered", num_ops=40, seed=1), "synthetic")
@@ -251,7 +252,7 @@ def test_slurm_launcher_config_composes(rlplace_cli):
 
 
 def test_update_why_rewrites_only_the_notes_of_a_recorded_run(tmp_path):
-    from experiments.tables.common import update_why
+    from rlplace.tables.common import update_why
 
     verdicts = [C.faster("x", "m-ETF beats expert", ["g"], [("m_etf", "expert")]).verdict(RECORDS),
                 C.faster("y", "m-SCT beats expert", ["g"], [("m_sct", "expert")]).verdict(RECORDS)]
@@ -262,3 +263,22 @@ def test_update_why_rewrites_only_the_notes_of_a_recorded_run(tmp_path):
     lines = text.splitlines()[-2:]
     assert lines[0] == verdicts[0].line() + " Why: latency" and lines[1] == verdicts[1].line()
     assert json.loads((tmp_path / "results.json").read_text())["claims"][0]["why"] == "latency"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_follows_each_table_row_in_a_terminal_and_none_in_a_pipe(tmp_path, monkeypatch):
+    overrides = ["table=baechi_table3", "mode=smoke", "plots=false",
+                 "table.smoke.models=[{key: a, label: tiny A, family: gnmt, graph: layered, knobs: {num_ops: 30}},"
+                 "{key: b, label: tiny B, family: gnmt, graph: chain, knobs: {num_ops: 20}}]"]
+    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+        cfg = compose("reproduce", overrides=overrides)
+    for stderr, shown in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stderr)
+        reproduce(cfg, tmp_path / str(shown))
+        text = stderr.getvalue()
+        assert [label in text for label in ("baechi_table3: tiny A", "baechi_table3: tiny B")] == [shown, shown]
+        assert ("/5 " in text) == shown  # the row of five placers

@@ -7,12 +7,18 @@ backend, print a table and write ``results.json`` and plots into the Hydra run d
 
 A search placer (local_search, annealing) evaluates its candidates on the compare backend; its
 curve (best step time against placements evaluated) goes into results.json and curves.png.
+
+The ``@hydra.main`` function returns the best step time (s) among the placers that placed and fit
+in memory (inf if none fits), the objective a Hydra sweeper such as Optuna minimizes:
+
+    rlplace-compare --multirun hydra/sweeper=tune_local_search placers=[local_search]
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -91,6 +97,11 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
     return records
 
 
+def best_step_time(records: list[dict]) -> float:
+    """The app's objective: the lowest step time (s) of a placement that fits, inf if none does."""
+    return min((r["step_time"] for r in records if "error" not in r and not r["oom"]), default=math.inf)
+
+
 def placer_names(value) -> list[str]:
     """``placers`` as a list of names. One bare name (``placers=single``, which Hydra reads as a
     string) is the list of that one placer: what a user who types it means."""
@@ -123,11 +134,11 @@ def _search_record(placer) -> dict:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="compare")
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> float:
     with user_errors(PROG):
         out_dir = Path(HydraConfig.get().runtime.output_dir)
         refuse_to_overwrite(out_dir, "results.json")
-        compare(cfg, out_dir)
+        return best_step_time(compare(cfg, out_dir))
 
 
 def main() -> None:

@@ -8,6 +8,10 @@ With ``standard_eval.batch_sizes`` set, Celeritas' Standard Evaluation (§4.2.1)
 those small batches, predicts per-op costs at ``model.batch_size`` by linear regression, writes
 the predicted graph and ``standard_eval.json`` with the relative deviations from the measured
 profile.
+
+The ``@hydra.main`` function returns the measured step time (s): the median wall-clock time of
+the ``steps`` traced training steps (``profile.json``'s ``step_time``), for a Hydra sweeper to
+minimize (e.g. over ``inter_op_threads`` and ``intra_op_threads``).
 """
 
 from __future__ import annotations
@@ -81,9 +85,9 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="profile")
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> float:
     with user_errors(PROG):
-        profile_app(cfg, Path(HydraConfig.get().runtime.output_dir))
+        return float(profile_app(cfg, Path(HydraConfig.get().runtime.output_dir))["step_time"])
 
 
 def main() -> None:

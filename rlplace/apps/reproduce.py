@@ -10,16 +10,22 @@ paper's numbers, with the claims' verdicts.
     rlplace-reproduce table=celeritas_table3 record=true  # also copy to experiments/results/tables/
     rlplace-reproduce table=baechi_table3 why_only=true   # recorded run: refresh the `why` notes only
 
-Tables are configs in ``conf/table/``; their code lives in ``experiments/tables/`` (one module per
-paper), so this app runs from a source checkout. Writes ``<table>.md``, ``results.json`` and the
-figures into the Hydra run directory.
+Tables are configs in ``conf/table/``; their code lives in ``rlplace/tables/`` (one module per
+paper), installed with rlplace. Writes ``<table>.md``, ``results.json`` and the figures into the
+Hydra run directory; ``record`` and ``why_only`` work on the recorded runs under
+``experiments/results/tables/`` and so need a source checkout. Progress: a bar per table row and
+per learned run on stderr, when it is a terminal.
+
+The ``@hydra.main`` function returns the number of the table's claims that hold (``why_only``: in
+the recorded run), the objective a Hydra sweeper such as Optuna maximizes (``hydra/sweeper=optuna
+hydra.sweeper.direction=maximize``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
-import sys
 from importlib import import_module
 from pathlib import Path
 
@@ -31,6 +37,7 @@ import rlplace
 from rlplace.apps.checks import FLAG, SEED, Allowed, check_config
 from rlplace.apps.common import run_app, user_errors
 from rlplace.errors import ConfigError
+from rlplace.tables.common import Context, TableOutput, update_why
 
 PROG = "rlplace-reproduce"
 log = logging.getLogger(__name__)
@@ -40,14 +47,13 @@ ALLOWED = {"seed": SEED, "budget": Allowed(int, low=1, null="the table's"),
            "plots": FLAG, "record": FLAG, "why_only": FLAG}
 
 
-def repo_root() -> Path:
-    """The checkout holding ``experiments/tables`` (put on sys.path so it imports)."""
+def recorded_dir(name: str, option: str) -> Path:
+    """``experiments/results/tables/<name>`` of the source checkout rlplace runs from (``option``,
+    record or why_only, needs one)."""
     root = Path(rlplace.__file__).resolve().parents[1]
-    if not (root / "experiments" / "tables").is_dir():
-        raise ConfigError(f"{PROG} needs a source checkout: no experiments/tables beside {root / 'rlplace'}")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return root
+    if not (root / "experiments" / "results").is_dir():
+        raise ConfigError(f"{option}: needs a source checkout (no experiments/results beside {root / 'rlplace'})")
+    return root / "experiments" / "results" / "tables" / name
 
 
 def table_config(cfg: DictConfig) -> dict:
@@ -83,18 +89,17 @@ def with_agent_overrides(table: dict) -> dict:
     return table
 
 
-def reproduce(cfg: DictConfig, out_dir: Path):
+def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
+    """Run the table (None with ``why_only``, which rewrites the recorded run's notes)."""
     check_config(cfg, ALLOWED)
-    root = repo_root()
-    from experiments.tables.common import Context, update_why
-
     table = table_config(cfg)
     if cfg.why_only:
-        recorded = root / "experiments" / "results" / "tables" / table["name"]
+        recorded = recorded_dir(table["name"], "why_only")
         if not (recorded / "results.json").is_file():
             raise ConfigError(f"why_only: no recorded run in {recorded}")
         log.info(update_why(recorded, table))
         return None
+    dest = recorded_dir(table["name"], "record") if cfg.record else None  # before any work
     module, _, func = table["run"].partition(":")
     try:
         fn = getattr(import_module(module), func)
@@ -106,8 +111,7 @@ def reproduce(cfg: DictConfig, out_dir: Path):
     output = fn(table, ctx)
     output.write(out_dir)
     log.info(output.markdown())
-    if cfg.record:
-        dest = root / "experiments" / "results" / "tables" / table["name"]
+    if dest is not None:
         dest.mkdir(parents=True, exist_ok=True)
         for name in [f"{table['name']}.md", "results.json", *output.figures]:
             shutil.copy(out_dir / name, dest / name)
@@ -116,10 +120,18 @@ def reproduce(cfg: DictConfig, out_dir: Path):
     return output
 
 
+def claims_holding(results: Path) -> float:
+    """The number of claims that hold in a table's ``results.json``: the app's objective."""
+    return float(sum(claim["holds"] is True for claim in json.loads(results.read_text())["claims"]))
+
+
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="reproduce")
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> float:
     with user_errors(PROG):
-        reproduce(cfg, Path(HydraConfig.get().runtime.output_dir))
+        out_dir = Path(HydraConfig.get().runtime.output_dir)
+        if reproduce(cfg, out_dir) is None:
+            out_dir = recorded_dir(cfg.table.name, "why_only")
+        return claims_holding(out_dir / "results.json")
 
 
 def main() -> None:

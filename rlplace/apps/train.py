@@ -5,11 +5,18 @@ run directory.
     rlplace-train agent=hierarchical graph=layered graph.num_ops=300 budget.placements=200
     rlplace-train ... backend.workers=4                # the k samples of a step on 4 Ray workers
     rlplace-train ... ray.address=auto                 # on a running Ray cluster (docs/distributed.md)
+
+The ``@hydra.main`` function returns the step time (s) of the best placement found, as evaluated
+once more at the end (inf if no placement fit in memory), the objective a Hydra sweeper such as
+Optuna minimizes:
+
+    rlplace-train --multirun hydra/sweeper=tune_ppo agent=mars graph=layered graph.num_ops=200
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import hydra
@@ -91,6 +98,15 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     return summary
 
 
+def best_step_time(summary: dict) -> float:
+    """The app's objective: the final evaluation of the best placement (inf if it does not fit);
+    a run stopped early (``stop_after_updates``) gives its best sampled step time."""
+    final = summary.get("final_evaluation")
+    if final is None:
+        return float(summary["best_step_time"])
+    return math.inf if final["oom"] else float(final["step_time"])
+
+
 def _logger_options(cfg: DictConfig) -> dict:
     options = OmegaConf.to_container(cfg.logger.options, resolve=True)
     if cfg.logger.name == "wandb":
@@ -99,13 +115,13 @@ def _logger_options(cfg: DictConfig) -> dict:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="train")
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> float:
     with user_errors(PROG):
         out_dir = Path(HydraConfig.get().runtime.output_dir)
         if not cfg.resume:
             refuse_to_overwrite(out_dir, "results.json", "checkpoint.pt",
                                 hint="resume=true continues it; or give another hydra.run.dir")
-        train_from_config(cfg, out_dir)
+        return best_step_time(train_from_config(cfg, out_dir))
 
 
 def main() -> None:

@@ -11,14 +11,13 @@ from typing import Any, Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.bench_placers import OPTIMIZER_OFF, OPTIMIZER_ON, run
-from experiments.tables import claims as C
-from experiments.tables.common import (GIB, Context, Setting, TableOutput, cell, cluster_of, fmt_step, judge,
-                                       paper_value, placer_options, plot_step_times, run_placers,
-                                       setting_lines, settings)
 from rlplace.costs import perturb
 from rlplace.placers import make_placer
 from rlplace.sim import simulate
+from rlplace.tables import claims as C
+from rlplace.tables.common import (GIB, OPTIMIZER_OFF, OPTIMIZER_ON, Context, Setting, TableOutput, cell, cluster_of,
+                                   fmt_step, judge, paper_value, placer_options, plot_step_times, progress,
+                                   run_placer, run_placers, setting_lines, settings)
 
 BAECHI = ["m_topo", "m_etf", "m_sct"]
 
@@ -285,9 +284,9 @@ def table5(table: Mapping, ctx: Context) -> TableOutput:
     placer = table["placer"]
     variants = {"un-optimized": OPTIMIZER_OFF[placer], "optimized": OPTIMIZER_ON[placer]}
     records = []
-    for s in sets:
+    for s in progress(sets, f"{table['name']}: {placer} off and on", "graph"):
         for label, options in variants.items():
-            r = run(placer, s.graph, cluster, {**placer_options(s, table, placer), **options})
+            r = run_placer(placer, s.graph, cluster, {**placer_options(s, table, placer), **options})
             records.append({"model": s.key, **r, "placer": f"{placer} ({label})"})
     header = ["model"] + [f"{v}: {c}" for v in variants for c in ("ops placed", "placement (s)", "step (s)")]
     rows = []
@@ -323,7 +322,7 @@ def fig8(table: Mapping, ctx: Context) -> TableOutput:
     records = []
     for s in sets:
         seeds = range(s.spec.get("seeds", table["seeds"]))
-        for name in table["placers"]:
+        for name in progress(table["placers"], f"{table['name']}: {s.label}", "placer"):
             options = placer_options(s, table, name)
             base = simulate(s.graph, cluster, make_placer(name, seed=0, **options).place(s.graph, cluster)).step_time
             for p in ps:

@@ -1,32 +1,52 @@
 """What the paper tables share: the graphs of a table config (zoo models with analytical costs
 for the paper's GPU, the real GNMT profile, synthetic graphs), the cluster, running placers
-(``experiments.bench_placers.run``: every placement is judged by the simulator), and the outputs
-of a run (markdown beside the paper's numbers, ``results.json``, bar charts)."""
+(``run_placer``: every placement is judged by the simulator), progress bars, and the outputs of
+a run (markdown beside the paper's numbers, ``results.json``, bar charts)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
-from experiments.bench_placers import run  # noqa: E402
-from experiments.tables.claims import Claim, Verdict, verdicts  # noqa: E402
 from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.costs import with_analytical_costs  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
+from rlplace.placers import make_placer  # noqa: E402
 from rlplace.presets import load_preset  # noqa: E402
+from rlplace.sim import simulate  # noqa: E402
+from rlplace.tables.claims import Claim, Verdict, verdicts  # noqa: E402
 
 GIB = 2**30
+T = TypeVar("T")
+
+# The graph optimizer switched off / on, per placer that has one (Baechi §3, Celeritas §5.1).
+OPTIMIZER_OFF = {
+    "m_topo": {"coplacement": False, "fusion": False, "forward_only": False},
+    "m_etf": {"coplacement": False, "fusion": False, "forward_only": False},
+    "m_sct": {"coplacement": False, "fusion": False, "forward_only": False},
+    "order_place": {"fusion": False},
+    "celeritas": {"fusion": False},
+}
+OPTIMIZER_ON = {name: {key: True for key in options} for name, options in OPTIMIZER_OFF.items()}
+
+
+def progress(items: Iterable[T], desc: str, unit: str) -> Iterable[T]:
+    """A tqdm bar on stderr over one table row (or the table's graphs); off when stderr is not a
+    terminal, like the search placers' bars; gone when the row is done."""
+    return tqdm(items, desc=desc, unit=unit, leave=False, disable=None)
 
 
 def cache_dir() -> Path:
@@ -97,7 +117,7 @@ def build_setting(spec: Mapping[str, Any], device: str | None) -> Setting:
 
 def settings(table: Mapping[str, Any]) -> list[Setting]:
     device = table.get("cost", {}).get("device")
-    return [build_setting(spec, device) for spec in table["models"]]
+    return [build_setting(spec, device) for spec in progress(table["models"], f"{table['name']}: graphs", "graph")]
 
 
 def cluster_name(table: Mapping[str, Any], setting: Setting | None = None) -> str:
@@ -119,12 +139,26 @@ def placer_options(setting: Setting, table: Mapping[str, Any], placer: str) -> d
             **setting.spec.get("placer_options", {}).get(placer, {})}
 
 
+def run_placer(name: str, graph: OpGraph, cluster: Cluster, options: dict | None = None) -> dict:
+    """Place ``graph`` with placer ``name`` (seed 0), time the placement and simulate it: one record."""
+    placer = make_placer(name, seed=0, **(options or {}))
+    start = time.perf_counter()
+    placement = placer.place(graph, cluster)
+    elapsed = time.perf_counter() - start
+    placement.validate(graph, cluster)
+    result = simulate(graph, cluster, placement)
+    return {"placer": name, "options": options or {}, "graph": graph.name, "ops": graph.num_ops,
+            "placement_time": elapsed, "step_time": result.step_time, "oom": result.oom,
+            "peak_memory": [int(b) for b in result.peak_memory],
+            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops)}
+
+
 def run_placers(setting: Setting, cluster: Cluster, placers: Sequence[str], table: Mapping[str, Any],
                 **extra) -> list[dict]:
     """Place ``setting.graph`` with each placer and simulate; one record per placer."""
     records = []
-    for name in placers:
-        record = run(name, setting.graph, cluster, placer_options(setting, table, name) or None)
+    for name in progress(placers, f"{table['name']}: {setting.label}", "placer"):
+        record = run_placer(name, setting.graph, cluster, placer_options(setting, table, name) or None)
         records.append({"model": setting.key, **record, **extra})
     return records
 

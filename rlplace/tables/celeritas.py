@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from experiments.tables import claims as C
-from experiments.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, judge, paper_value,
-                                       plot_step_times, run_placers, setting_lines, settings)
-from experiments.tables.learned import budget_words, train_record
 from rlplace.placers.celeritas import fusion_stats
+from rlplace.tables import claims as C
+from rlplace.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, judge, paper_value,
+                                   plot_step_times, run_placers, setting_lines, settings)
+from rlplace.tables.learned import budget_words, train_record
+
 
 def _labels(sets) -> dict[str, str]:
     return {s.key: s.label for s in sets}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -19,8 +20,8 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
 
-from experiments.tables.common import Context, Setting
 from rlplace.presets import preset_config
+from rlplace.tables.common import Context, Setting
 
 RUN_CONFIG = "train_config.yaml"  # the config a training run was made with, beside its outputs
 
@@ -29,7 +30,7 @@ def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], 
                  graph_path: Path, init_checkpoint: str | None = None, seconds: float | None = None):
     """The config ``rlplace-train`` would compose for ``agent=<name>`` with the agent's
     overrides, this setting's graph (saved to ``graph_path``) and ``budget.placements`` (and
-    ``budget.seconds``)."""
+    ``budget.seconds``); the trainer's bar is on when stderr is a terminal."""
     base = OmegaConf.load(str(files("rlplace.conf").joinpath("train.yaml")))
     base.pop("defaults")
     setting.graph.save(graph_path)
@@ -38,7 +39,7 @@ def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], 
         "graph": {"_target_": "rlplace.graph.OpGraph.load", "path": str(graph_path)},
         "cluster": preset_config("cluster", cluster_name), "backend": preset_config("backend", "sim"),
         "agent": OmegaConf.merge(preset_config("agent", agent["name"]), overrides),
-        "logger": preset_config("logger", "csv"), "seed": seed, "progress": False, "plots": True,
+        "logger": preset_config("logger", "csv"), "seed": seed, "progress": sys.stderr.isatty(), "plots": True,
         "budget": {"placements": int(budget), "seconds": seconds}, "init_checkpoint": init_checkpoint})
     return cfg
 
@@ -101,8 +102,8 @@ def previous_run(run_dir: Path, cfg) -> dict | None:
 
 def _without_budget(cfg) -> dict:
     plain = OmegaConf.to_container(cfg, resolve=True)
-    plain.pop("budget")
-    plain.pop("resume")
+    for key in ("budget", "resume", "progress"):  # none changes what is trained
+        plain.pop(key)
     return plain
 
 
