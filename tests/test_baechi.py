@@ -224,3 +224,30 @@ def test_sequential_communication_waits_in_the_queue():
         assert len(set(p.device_of.tolist())) == 3
     assert simulate(g, seq, make_placer("m_etf", **OFF).place(g, seq)).step_time == pytest.approx(8.0)
     assert simulate(g, par, make_placer("m_etf", **OFF).place(g, par)).step_time == pytest.approx(7.0)
+
+
+def test_memory_rounds_reuse_the_optimizer_and_the_lp(monkeypatch):
+    """The graph optimizer and m-SCT's LP do not depend on the memory budget, so the memory-fit
+    rounds (nothing fits here, so every round runs) compute them once per placement."""
+    import rlplace.placers.baechi as baechi
+
+    calls = {"lp": 0, "optimizer": 0, "rounds": 0}
+    lp, optimize, within = baechi.favorite_children, baechi.GraphOptimizer.optimize, baechi._BaechiPlacer._place_within
+
+    def counted(key, f):
+        def wrapper(*args, **kwargs):
+            calls[key] += 1
+            return f(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(baechi, "favorite_children", counted("lp", lp))
+    monkeypatch.setattr(baechi.GraphOptimizer, "optimize", counted("optimizer", optimize))
+    monkeypatch.setattr(baechi._BaechiPlacer, "_place_within", counted("rounds", within))
+    g = layered(300, seed=2)
+    tiny = Cluster.homogeneous(4, 10**6, load_preset("baechi_2080").comm)
+    placer = make_placer("m_sct")
+    placer.place(g, tiny)
+    rounds = calls["rounds"]
+    assert rounds > 1 and calls["lp"] == 1 and calls["optimizer"] == 1
+    placer.place(g, tiny)  # a new call computes them again
+    assert calls == {"lp": 2, "optimizer": 2, "rounds": 2 * rounds}

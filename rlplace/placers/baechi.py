@@ -76,8 +76,20 @@ class _BaechiPlacer:
         single_peak = None  # of the whole step on one device, where forward-only placement may apply
         if self.forward_only and np.any(graph.forward_op >= 0):
             single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
-        return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, single_peak),
-                                       graph, cluster, caps, self.memory_rounds))
+        self._memo: dict = {}
+        try:
+            return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, single_peak),
+                                           graph, cluster, caps, self.memory_rounds))
+        finally:
+            self._memo = {}
+
+    def _once(self, key, make):
+        """``make()``, computed once per ``place``: the forward part, the graph optimizer's
+        result and m-SCT's favourite children do not depend on the memory budget that
+        ``fit_to_memory`` varies between rounds."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray,
                       single_peak: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +97,7 @@ class _BaechiPlacer:
         self.planned_peak = caps  # m-TOPO's plan is its cap; the list schedulers set their own
         if single_peak is not None and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
-            sub, keep = forward_part(graph)
+            sub, keep = self._once("forward_part", lambda: forward_part(graph))
             return follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps)), self.planned_peak
         return self._optimize_and_place(graph, cluster, caps), self.planned_peak
 
@@ -94,9 +106,9 @@ class _BaechiPlacer:
         if not (self.coplacement or self.fusion):
             self.nodes_placed = graph.num_ops
             return self._place_work(graph, cluster, caps, False)
-        coarse = GraphOptimizer(self.colocation, self.coplacement, self.fusion,
-                                self.fusion_exact_check, self.fusion_rule).optimize(graph)
-        work = coarse.quotient()
+        coarse = self._once(("coarse", id(graph)), lambda: GraphOptimizer(
+            self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule).optimize(graph))
+        work = self._once(("work", id(graph)), coarse.quotient)
         self.nodes_placed = work.num_ops
         return coarse.expand(self._place_work(work, cluster, caps, True)).device_of
 
@@ -170,13 +182,15 @@ class MSCTPlacer(_BaechiPlacer):
     sct_threshold: float = 0.1
     lp_method: str = "simplex"  # the LP's optimum either way (sct_lp); "ipm": Baechi §4.2's interior point
 
-    def _place_work(self, work, cluster, caps, optimized):
+    def __post_init__(self):
         if not 0 < self.sct_threshold <= 1:
             raise ConfigError(f"m_sct: sct_threshold must be in (0, 1], got {self.sct_threshold!r}")
         if self.lp_method not in LP_METHODS:
             raise ConfigError(f"m_sct: lp_method must be one of {LP_METHODS}, got {self.lp_method!r}")
-        fav = favorite_children(work, cluster.comm, float(cluster.speeds.mean()), self.sct_threshold,
-                                self.lp_method)
+
+    def _place_work(self, work, cluster, caps, optimized):
+        fav = self._once(("favorite_children", id(work)), lambda: favorite_children(
+            work, cluster.comm, float(cluster.speeds.mean()), self.sct_threshold, self.lp_method))
         return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), fav))
 
 
