@@ -17,7 +17,7 @@ from rlplace.costs import op_costs
 from rlplace.errors import BackendError, ConfigError, PlacementError
 from rlplace.placement import Placement
 from rlplace.placers import make_placer
-from rlplace.tf.comm import CommFit, cluster_yaml, fit_comm
+from rlplace.tf.comm import CommFit, cluster_yaml, fit_comm, preset_name
 
 MODEL = dict(name="gnmt", batch_size=2, seq_length=3, hidden=8, vocab_size=20, num_layers=2)
 CLUSTER = Cluster.homogeneous(2, 2**30, prefix="/device:CPU:", name="test_cpu")
@@ -242,3 +242,11 @@ def test_a_module_path_that_does_not_import_is_a_config_error():
 
     with pytest.raises(ConfigError, match="cannot import 'no_such_module_xyz'"):
         build_model({"name": "no_such_module_xyz:build"})
+
+
+def test_a_fitted_preset_is_named_after_its_file():
+    from pathlib import Path
+
+    assert preset_name(None, Path("conf/cluster/my_box.yaml")) == "my_box"
+    assert preset_name("lab", Path("conf/cluster/my_box.yaml")) == "lab"
+    assert preset_name(None, None) == "local_cpu_fitted"

@@ -134,13 +134,19 @@ def cluster_yaml(fit: CommFit, num_devices: int, memory_bytes: int, prefix: str,
     return "\n".join(lines) + "\n"
 
 
+def preset_name(name: str | None, output: Path | None) -> str:
+    """The cluster preset's name: as given, else the file it is written to (Hydra selects a
+    preset by its file name), else ``local_cpu_fitted``."""
+    return name or (output.stem if output is not None else "local_cpu_fitted")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rlplace.tf.comm", description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", type=int, default=2, help="devices to set up (transfers go 0 -> 1)")
     parser.add_argument("--memory-bytes", type=int, default=4 * 2**30, help="declared memory per device")
     parser.add_argument("--hops", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--name", default="local_cpu_fitted")
+    parser.add_argument("--name", help="the preset's name (default: --output's file name, else local_cpu_fitted)")
     parser.add_argument("--mode", default="parallel", choices=["parallel", "sequential"])
     parser.add_argument("--output", type=Path, help="cluster yaml to write (default: print it)")
     args = parser.parse_args(argv)
@@ -154,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     devices = configure_devices(args.devices)
     times = time_transfers(devices[0], devices[1], hops=args.hops, repeats=args.repeats)
     fit = fit_comm(times.sizes, times.seconds)
-    text = cluster_yaml(fit, args.devices, args.memory_bytes, devices[0][:-1], args.name, args.mode,
+    name = preset_name(args.name, args.output)
+    text = cluster_yaml(fit, args.devices, args.memory_bytes, devices[0][:-1], name, args.mode,
                         f"({devices[0]} -> {devices[1]}; a two-device step also pays "
                         f"{times.step_overhead:.2e} s once)")
     print(text, end="")
