@@ -58,7 +58,7 @@ def clusters() -> dict[str, Cluster]:
 
 
 def graphs(keys: list[str]):
-    from rlplace.tables.common import zoo_graph
+    from rlplace.apps.tables.common import zoo_graph
     from rlplace.costs import with_analytical_costs
     from rlplace.zoo import load_baechi_profile
 

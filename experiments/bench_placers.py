@@ -24,7 +24,7 @@ from rlplace.cluster import Cluster, load_preset  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.placers import available_placers, make_placer  # noqa: E402
 from rlplace.sim import simulate  # noqa: E402
-from rlplace.tables.common import OPTIMIZER_OFF, OPTIMIZER_ON, run_placer  # noqa: E402
+from rlplace.apps.tables.common import OPTIMIZER_OFF, OPTIMIZER_ON, run_placer  # noqa: E402
 from rlplace.zoo import default_profile_path, layered, load_baechi_profile  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"

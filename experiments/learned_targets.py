@@ -58,7 +58,7 @@ def setting_overrides(setting: str, out_dir: Path) -> list[str]:
     path = out_dir / "gnmt4_p100.json.gz"
     if not path.is_file():
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from rlplace.tables.common import zoo_graph
+        from rlplace.apps.tables.common import zoo_graph
 
         graph = with_analytical_costs(zoo_graph("gnmt", GNMT4), "p100")
         graph.name = "gnmt4_p100"

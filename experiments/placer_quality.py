@@ -39,7 +39,7 @@ from rlplace.placement import Placement
 from rlplace.placers import available_placers, make_placer
 from rlplace.placers.search import LocalSearch
 from rlplace.sim import lower_bound, simulate
-from rlplace.tables.common import json_default
+from rlplace.apps.tables.common import json_default
 from rlplace.zoo import default_profile_path, layered, load_baechi_profile
 
 RESULTS = Path(__file__).parent / "results"
@@ -146,7 +146,7 @@ ZOO_DEVICE, ZOO_CLUSTER = "gtx2080", "baechi_2080"
 
 
 def zoo_setting(model: str, knobs: dict) -> tuple[OpGraph, Cluster, str]:
-    from rlplace.tables.common import zoo_graph  # TF extraction, cached as .json.gz
+    from rlplace.apps.tables.common import zoo_graph  # TF extraction, cached as .json.gz
     from rlplace.costs import with_analytical_costs
 
     graph = with_analytical_costs(zoo_graph(model, knobs), ZOO_DEVICE)

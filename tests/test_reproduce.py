@@ -15,8 +15,8 @@ from conftest import REPO
 sys.path.insert(0, str(REPO))
 
 from experiments import summarize  # noqa: E402
-from rlplace.tables import claims as C  # noqa: E402
-from rlplace.tables.baechi import _balance, _slowdown  # noqa: E402
+from rlplace.apps.tables import claims as C  # noqa: E402
+from rlplace.apps.tables.baechi import _balance, _slowdown  # noqa: E402
 from rlplace.apps.reproduce import reproduce, table_config  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
 
@@ -120,8 +120,8 @@ def test_every_table_runs_in_smoke_mode(table, tmp_path, graph_cache, monkeypatc
 
 def test_learned_runs_are_read_back_when_finished_and_continued_when_the_budget_grows(tmp_path, monkeypatch):
     import rlplace.apps.train as train_app
-    from rlplace.tables import learned
-    from rlplace.tables.common import Context, Setting
+    from rlplace.apps.tables import learned
+    from rlplace.apps.tables.common import Context, Setting
     from rlplace.presets import load_preset
 
     setting = Setting("tiny", "tiny", load_preset("graph", "layered", num_ops=40, seed=1), "synthetic")
@@ -149,8 +149,8 @@ def test_learned_runs_are_read_back_when_finished_and_continued_when_the_budget_
 
 
 def test_budget_seconds_ends_learned_runs_early_but_not_the_generalization_table(tmp_path):
-    from rlplace.tables import learned, mars
-    from rlplace.tables.common import Context, Setting
+    from rlplace.apps.tables import learned, mars
+    from rlplace.apps.tables.common import Context, Setting
     from rlplace.presets import load_preset
 
     setting = Setting("tiny", "tiny", load_preset("graph", "layered", num_ops=40, seed=1), "synthetic")
@@ -252,7 +252,7 @@ def test_slurm_launcher_config_composes(rlplace_cli):
 
 
 def test_update_why_rewrites_only_the_notes_of_a_recorded_run(tmp_path):
-    from rlplace.tables.common import update_why
+    from rlplace.apps.tables.common import update_why
 
     verdicts = [C.faster("x", "m-ETF beats expert", ["g"], [("m_etf", "expert")]).verdict(RECORDS),
                 C.faster("y", "m-SCT beats expert", ["g"], [("m_sct", "expert")]).verdict(RECORDS)]

@@ -10,7 +10,7 @@ paper's numbers, with the claims' verdicts.
     rlplace-reproduce table=celeritas_table3 record=true  # also copy to experiments/results/tables/
     rlplace-reproduce table=baechi_table3 why_only=true   # recorded run: refresh the `why` notes only
 
-Tables are configs in ``conf/table/``; their code lives in ``rlplace/tables/`` (one module per
+Tables are configs in ``conf/table/``; their code lives in ``rlplace/apps/tables/`` (one module per
 paper), installed with rlplace. Writes ``<table>.md``, ``results.json`` and the figures into the
 Hydra run directory; ``record`` and ``why_only`` work on the recorded runs under
 ``experiments/results/tables/`` and so need a source checkout. Progress: a bar per table row and
@@ -37,7 +37,7 @@ import rlplace
 from rlplace.apps.checks import FLAG, SEED, Allowed, check_config
 from rlplace.apps.common import run_app, user_errors
 from rlplace.errors import ConfigError
-from rlplace.tables.common import Context, TableOutput, update_why
+from rlplace.apps.tables.common import Context, TableOutput, update_why
 
 PROG = "rlplace-reproduce"
 log = logging.getLogger(__name__)

@@ -7,10 +7,10 @@ from typing import Mapping
 
 import numpy as np
 
-from rlplace.tables import claims as C
-from rlplace.tables.common import (Context, TableOutput, cell, cluster_name, cluster_of, fmt_step, judge,
+from rlplace.apps.tables import claims as C
+from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_name, cluster_of, fmt_step, judge,
                                    paper_value, plot_step_times, run_placers, setting_lines, settings)
-from rlplace.tables.learned import budget_words, plot_curves, train_record
+from rlplace.apps.tables.learned import budget_words, plot_curves, train_record
 
 
 def _budget(table: Mapping, ctx: Context) -> int:

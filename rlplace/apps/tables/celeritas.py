@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Mapping
 
 from rlplace.placers.celeritas import fusion_stats
-from rlplace.tables import claims as C
-from rlplace.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, judge, paper_value,
+from rlplace.apps.tables import claims as C
+from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, judge, paper_value,
                                    plot_step_times, run_placers, setting_lines, settings)
-from rlplace.tables.learned import budget_words, train_record
+from rlplace.apps.tables.learned import budget_words, train_record
 
 
 def _labels(sets) -> dict[str, str]:

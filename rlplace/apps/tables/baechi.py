@@ -14,8 +14,8 @@ import numpy as np
 from rlplace.costs import perturb
 from rlplace.placers import make_placer
 from rlplace.sim import simulate
-from rlplace.tables import claims as C
-from rlplace.tables.common import (GIB, OPTIMIZER_OFF, OPTIMIZER_ON, Context, Setting, TableOutput, cell, cluster_of,
+from rlplace.apps.tables import claims as C
+from rlplace.apps.tables.common import (GIB, OPTIMIZER_OFF, OPTIMIZER_ON, Context, Setting, TableOutput, cell, cluster_of,
                                    fmt_step, judge, paper_value, placer_options, plot_step_times, progress,
                                    run_placer, run_placers, setting_lines, settings)
 

@@ -27,7 +27,7 @@ from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.presets import load_preset  # noqa: E402
 from rlplace.sim import simulate  # noqa: E402
-from rlplace.tables.claims import Claim, Verdict, verdicts  # noqa: E402
+from rlplace.apps.tables.claims import Claim, Verdict, verdicts  # noqa: E402
 
 GIB = 2**30
 T = TypeVar("T")

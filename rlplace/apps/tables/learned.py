@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
 
 from rlplace.presets import preset_config
-from rlplace.tables.common import Context, Setting
+from rlplace.apps.tables.common import Context, Setting
 
 RUN_CONFIG = "train_config.yaml"  # the config a training run was made with, beside its outputs
 
