@@ -50,7 +50,9 @@ from rlplace.errors import CheckpointError, ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placers.search import algorithmic_references
 from rlplace.report import plot_training_curve
+from rlplace.placement import Placement
 from rlplace.sim import lower_bound
+from rlplace.verify import VerifyingBackend
 
 CHECKPOINT = "checkpoint.pt"
 ENV_ID = "rlplace/Placement-v0"
@@ -272,7 +274,13 @@ def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, co
     summary = {**_summary(progress), "greedy_evaluation": greedy.as_dict(), "best_is_greedy": best_is_greedy}
     if hasattr(problem.backend, "retries"):  # a parallel backend: placements re-run after a worker failed
         summary["evaluation_retries"] = problem.backend.retries
-    if progress.best_actions is not None:
+    if isinstance(problem.backend, VerifyingBackend):  # the best *measured* of the top-k simulated
+        verified = problem.backend.finish(problem.graph, problem.cluster)
+        summary["verified"] = problem.backend.record()
+        if verified is not None:
+            Placement(verified.placement).save(out_dir / "best_placement.json", problem.graph, problem.cluster)
+            summary["final_evaluation"] = verified.as_dict()
+    elif progress.best_actions is not None:
         best = problem.units.expand(np.asarray(progress.best_actions))
         best.save(out_dir / "best_placement.json", problem.graph, problem.cluster)
         final = greedy if best_is_greedy else problem.backend.evaluate(problem.graph, problem.cluster, best)

@@ -55,6 +55,8 @@ FLAG = Allowed(bool)
 SEED = Allowed(int, low=0)
 COUNT = Allowed(int, low=1)
 SECONDS = Allowed(float, low=0, open_low=True)
+VERIFY = {"verify_top_k": Allowed(int, low=1, null="measure every placement"),
+          "verify_every": Allowed(int, low=1, null="at the end only"), "verify_recalibrate": FLAG}
 
 
 def check_config(cfg: DictConfig, allowed: Mapping[str, Allowed]) -> None:

@@ -94,3 +94,19 @@ def composition_error(exc: BaseException) -> str:
         hint = f"; {hint[0].lower()}{hint[1:]}" if hint else ""
         return f"{cause.full_key}: no such key (keys there: {', '.join(map(str, keys))}){hint}"
     return "; ".join(lines) if lines else type(exc).__name__
+
+
+def verifying(real, cfg: DictConfig):
+    """``real`` itself, or with ``verify_top_k`` (conf/verify.yaml) a VerifyingBackend that
+    answers from the simulator and measures the top-k on ``real``."""
+    if cfg.get("verify_top_k") is None:
+        return real
+    if getattr(real, "simulated", False):
+        raise ConfigError("verify_top_k needs a measuring backend (e.g. backend=tf): "
+                          "it measures the best simulated placements on it")
+    from rlplace.verify import VerifyingBackend
+
+    recalibrate = None
+    if cfg.verify_recalibrate:
+        from rlplace.calibration import recalibrate
+    return VerifyingBackend(real, cfg.verify_top_k, cfg.verify_every, recalibrate=recalibrate)

@@ -28,8 +28,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from tqdm import tqdm
 
-from rlplace.apps.checks import FLAG, SEED, check_config
-from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors
+from rlplace.apps.checks import FLAG, SEED, VERIFY, check_config
+from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors, verifying
 from rlplace.backends import make_backend
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError, PlacementError
@@ -40,7 +40,7 @@ from rlplace.report import format_table, plot_curves, plot_memory, plot_schedule
 from rlplace.sim import lower_bound, simulate
 
 PROG = "rlplace-compare"
-ALLOWED = {"seed": SEED, "plots": FLAG}
+ALLOWED = {"seed": SEED, "plots": FLAG, **VERIFY}
 log = logging.getLogger(__name__)
 
 
@@ -59,7 +59,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
              f"{cluster.comm.mode} transfers")
 
     placer_options = OmegaConf.to_container(cfg.placer_options)
-    placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {}), backend))
+    placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {}), verifying(backend, cfg)))
                for name in names]  # every name is checked before any work starts
     records, placements = [], {}
     for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False):

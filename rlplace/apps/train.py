@@ -24,8 +24,8 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rlplace.apps.checks import COUNT, FLAG, SECONDS, SEED, Allowed, check_config
-from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors
+from rlplace.apps.checks import COUNT, FLAG, SECONDS, SEED, VERIFY, Allowed, check_config
+from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors, verifying
 from rlplace.cluster import Cluster
 from rlplace.distributed import make_parallel_backend
 from rlplace.errors import ConfigError
@@ -46,7 +46,7 @@ ALLOWED = {
     "warm_start.behaviour_cloning": FLAG, "warm_start.first_sample": FLAG,
     "warm_start.bc_steps": Allowed(int, low=0), "warm_start.bc_lr": SECONDS,
     "warm_start.bc_target_accuracy": Allowed(float, low=0, high=1), "warm_start.bc_check_every": COUNT,
-    "resume": FLAG, "progress": FLAG, "plots": FLAG,
+    "resume": FLAG, "progress": FLAG, "plots": FLAG, **VERIFY,
 }
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,9 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     check_logger(cfg.logger.name, **logger_options)
     backend = None
     try:
-        backend = make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options),
-                                        workers=cfg.backend.get("workers", 1), **OmegaConf.to_container(cfg.ray))
+        backend = verifying(make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options),
+                                                  workers=cfg.backend.get("workers", 1),
+                                                  **OmegaConf.to_container(cfg.ray)), cfg)
         summary = train(graph, cluster, backend, config, out_dir,
                         lambda start_step: make_logger(cfg.logger.name, out_dir, start_step, **logger_options))
     finally:

@@ -49,6 +49,7 @@ from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import available_placers, make_placer, register
 from rlplace.sim import simulate_many
+from rlplace.verify import VerifyingBackend
 
 # The algorithmic placers ``start="best"`` chooses from.
 HEURISTICS = ("single", "expert", "metis", "heft", "m_topo", "m_etf", "m_sct", "order_place", "celeritas")
@@ -130,6 +131,7 @@ class SearchResult:
     last_improvement_at: int
     seconds: float
     curve: list[float]
+    verified: dict[str, Any] | None = None   # a VerifyingBackend's record (VerifyingBackend.record)
 
     @property
     def oom(self) -> bool:
@@ -139,7 +141,8 @@ class SearchResult:
         return {"start": self.start, "start_step_time": self.start_step_time, "start_oom": self.start_overflow_bytes > 0,
                 "step_time": self.step_time, "oom": self.oom, "overflow_bytes": self.overflow_bytes,
                 "evaluations": self.evaluations, "accepted": self.accepted,
-                "last_improvement_at": self.last_improvement_at, "seconds": self.seconds, "curve": self.curve}
+                "last_improvement_at": self.last_improvement_at, "seconds": self.seconds, "curve": self.curve,
+                **({} if self.verified is None else {"verified": self.verified})}
 
 
 @dataclass
@@ -183,10 +186,18 @@ class SearchPlacer:
         return [] if self.result is None else self.result.curve
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        """The best placement evaluated; with a VerifyingBackend, the best *measured* of the
+        top-k it kept (``result.verified`` records them)."""
         clock = time.perf_counter()
         names = self.start_names
         name, placement, overflow, step = best_of(graph, cluster, names, self.seed, self.backend)
-        return self.search(graph, cluster, placement, name, (overflow, step), spent=len(names), clock=clock).placement
+        result = self.search(graph, cluster, placement, name, (overflow, step), spent=len(names), clock=clock)
+        if isinstance(self.backend, VerifyingBackend):
+            best = self.backend.finish(graph, cluster)
+            result.verified = {**self.backend.record(), "final": None if best is None else best.as_dict()}
+            if best is not None:
+                result.placement = Placement(best.placement)
+        return result.placement
 
     def search(self, graph: OpGraph, cluster: Cluster, start: Placement, start_name: str = "given",
                score: tuple[float, float] | None = None, spent: int = 0, clock: float | None = None) -> SearchResult:
