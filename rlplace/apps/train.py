@@ -82,7 +82,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     check_logger(cfg.logger.name, **logger_options)
     backend = None
     try:
-        backend = verifying(make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options),
+        backend = verifying(make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options, resolve=True),
                                                   workers=cfg.backend.get("workers", 1),
                                                   **OmegaConf.to_container(cfg.ray)), cfg)
         summary = train(graph, cluster, backend, config, out_dir,
