@@ -61,6 +61,8 @@ class _BaechiPlacer:
     fusion: bool = True
     fusion_exact_check: bool = False
     fusion_rule: str = "lossless"  # or "degree": §3.3's rule as written (rlplace.coarsen.fuse)
+    coplacement_rule: str = "paper"  # or "cost": §3.2's case (i) by its costs (rlplace.coarsen.coplacement_labels)
+    coplacement_ratio: float = 0.1  # "cost": an op joins its reader if its compute <= ratio x its transfer
     forward_only: bool = True
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
@@ -107,7 +109,8 @@ class _BaechiPlacer:
             self.nodes_placed = graph.num_ops
             return self._place_work(graph, cluster, caps, False)
         coarse = self._once(("coarse", id(graph)), lambda: GraphOptimizer(
-            self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule).optimize(graph))
+            self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule,
+            self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm))
         work = self._once(("work", id(graph)), coarse.quotient)
         self.nodes_placed = work.num_ops
         return coarse.expand(self._place_work(work, cluster, caps, True)).device_of
