@@ -5,8 +5,9 @@ hill-climb (issue 15, items 5 and 6).
     PYTHONPATH=. .venv/bin/python experiments/coplacement.py --quick    # layered 200 ops, 2 seeds
 
 1. **Optimizer on vs off.** m-ETF and m-SCT with the graph optimizer off, on with §3.2's
-   co-placement rule as written (``coplacement_rule="paper"``, the default) and on with the
-   ``"cost"`` rule (``rlplace.coarsen.coplacement_labels``), on the layered DAGs of
+   co-placement rule as written (``coplacement_rule="paper"``, the default), on with the
+   ``"cost"`` rule (``rlplace.coarsen.coplacement_labels``), and the latter with
+   ``defer_sources`` (``rlplace.placers.baechi._list_schedule``), on the layered DAGs of
    ``placer_quality.py`` (5 seeds), the GNMT profile and the TF zoo models. Per graph also what
    the optimizer does to the graph the placer schedules: groups, longest compute-only path and
    total compute of the quotient against the op graph's.
@@ -17,7 +18,10 @@ hill-climb (issue 15, items 5 and 6).
    (DESIGN.md: a transfer reserves both channels first come first served when its producer
    ends) from m-ETF's decisions.
 
-3. **How much one graph says.** m-ETF (optimizer off) with every op's compute time scaled by
+3. **The hill-climb target** (issue 15 item 6): a 2,000-simulation hill-climb
+   (``placer_quality.hill_climb``, seed 0) from each variant's placement on the seed-0 layered
+   DAGs, as in ``placer_quality.py``.
+4. **How much one graph says.** m-ETF (optimizer off) with every op's compute time scaled by
    1 + U(-1%, +1%) (profiling noise), 4 draws per layered graph: the spread of the step time
    against the unperturbed one, the scale below which one graph's on/off ratio is noise.
 
@@ -35,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from placer_quality import ZOO, gnmt_setting, layered_setting, zoo_setting
+from placer_quality import ZOO, gnmt_setting, hill_climb, layered_setting, zoo_setting
 from rlplace.apps.tables.common import json_default
 from rlplace.cluster import Cluster
 from rlplace.coarsen import GraphOptimizer
@@ -45,7 +49,8 @@ from rlplace.sim import lower_bound, simulate
 from rlplace.zoo import default_profile_path
 
 RESULTS = Path(__file__).parent / "results"
-VARIANTS = {"off": {"coplacement": False, "fusion": False}, "paper": {}, "cost": {"coplacement_rule": "cost"}}
+VARIANTS = {"off": {"coplacement": False, "fusion": False}, "paper": {}, "cost": {"coplacement_rule": "cost"},
+            "cost+defer": {"coplacement_rule": "cost", "defer_sources": True}}
 PLACERS = ("m_etf", "m_sct")
 ZOO_SKIP = {"6+6_b256", "12l_s384_b24", "30l_b32"}  # the largest three: minutes of extraction each
 
@@ -159,6 +164,21 @@ def own_vs_simulator(key: str, g: OpGraph, cluster: Cluster) -> dict:
     return row
 
 
+def climbs(key: str, g: OpGraph, cluster: Cluster, budget: int = 2000) -> dict:
+    """Improvement (%) of a ``budget``-simulation hill-climb from each variant's placement."""
+    bound = lower_bound(g, cluster)
+    row = {"graph": key}
+    for name in PLACERS:
+        for variant, options in VARIANTS.items():
+            device = make_placer(name, **options).place(g, cluster).device_of
+            r = simulate(g, cluster, device)
+            hc = hill_climb(g, cluster, device, budget, seed=0)
+            row[f"{name}:{variant}"] = {"ratio_lb": r.step_time / bound, "oom": bool(r.oom),
+                                        "hill_climb_ratio_lb": hc["step_time"] / bound,
+                                        "improvement_pct": 100 * (r.step_time - hc["step_time"]) / r.step_time}
+    return row
+
+
 def noise(g: OpGraph, cluster: Cluster, seed: int, draws: int = 4) -> list[float]:
     """m-ETF (optimizer off) step time with compute times scaled by 1 + U(-1%, 1%), over the
     unperturbed one, ``draws`` times."""
@@ -188,7 +208,8 @@ def markdown(res: dict) -> str:
            "*off*: `coplacement=false fusion=false`; *paper*: the defaults (§3.2's co-placement rule as "
            "written, lossless fusion); *cost*: `coplacement_rule=cost` (`rlplace.coarsen.coplacement_labels`: "
            "an op joins its only reader if its compute is at most 0.1× its output's transfer time, or if "
-           "the reader's other inputs all come from such ops). Cells: step time / lower bound (* OOM).", "",
+           "the reader's other inputs all come from such ops); *cost+defer*: the same with `defer_sources=true` (a group's "
+           "sources wait until another member decides the group's device). Cells: step time / lower bound (* OOM).", "",
            "## Step time / lower bound", "",
            "| graph | ops | " + " | ".join(f"{p} {v}" for p in PLACERS for v in VARIANTS) + " |",
            "|---|---:|" + "---:|" * (len(PLACERS) * len(VARIANTS))]
@@ -197,8 +218,8 @@ def markdown(res: dict) -> str:
                  for p in PLACERS for v in VARIANTS]
         out.append(f"| {r['graph']} | {r['ops']} | " + " | ".join(cells) + " |")
     out += ["", "## Optimizer on / off, geometric mean over graphs (max)", "",
-            "| graphs | " + " | ".join(f"{p} {v}/off" for p in PLACERS for v in ("paper", "cost")) + " |",
-            "|---|" + "---:|" * (2 * len(PLACERS))]
+            "| graphs | " + " | ".join(f"{p} {v}/off" for p in PLACERS for v in list(VARIANTS)[1:]) + " |",
+            "|---|" + "---:|" * ((len(VARIANTS) - 1) * len(PLACERS))]
     families = {"layered DAGs": [r for r in rows if r["graph"].startswith("layered")],
                 "GNMT profile and zoo": [r for r in rows if not r["graph"].startswith("layered")]}
     for family, rs in families.items():
@@ -206,7 +227,7 @@ def markdown(res: dict) -> str:
             continue
         cells = []
         for p in PLACERS:
-            for v in ("paper", "cost"):
+            for v in list(VARIANTS)[1:]:
                 x = [r[f"{p}:{v}"]["step_time"] / r[f"{p}:off"]["step_time"] for r in rs]
                 cells.append(f"{_geomean(x):.3f} ({max(x):.2f})")
         out.append(f"| {family} ({len(rs)}) | " + " | ".join(cells) + " |")
@@ -233,6 +254,15 @@ def markdown(res: dict) -> str:
             x = r[p]
             out.append(f"| {r['graph']} | {p} | {x['simulator']:.3f} | {x['own']:.3f} | {x['work_conserving']:.3f} "
                        f"| {x['placer_op_order']:.3f} | {x['placer_orders']:.3f} |")
+    out += ["", "## Hill-climb improvement over each placement (target: at most 3%)", "",
+            f"{res['budget']:,} simulations from the placement, seed 0; cell: improvement (placer/LB → hill-climb/LB); "
+            "OOM: the placement does not fit (the climb first seeks one that does).", "",
+            "| graph | " + " | ".join(f"{p} {v}" for p in PLACERS for v in VARIANTS) + " |",
+            "|---|" + "---|" * (len(PLACERS) * len(VARIANTS))]
+    for r in res["climbs"]:
+        cells = [f"{x['improvement_pct']:.1f}%{' OOM' if x['oom'] else ''} ({x['ratio_lb']:.2f} → {x['hill_climb_ratio_lb']:.2f})"
+                 for x in (r[f"{p}:{v}"] for p in PLACERS for v in VARIANTS)]
+        out.append(f"| {r['graph']} | " + " | ".join(cells) + " |")
     x = np.array(res["noise"])
     if len(x):
         out += ["", "## m-ETF's sensitivity to 1% compute noise (optimizer off)", "",
@@ -255,18 +285,20 @@ def main() -> None:
         if default_profile_path().is_file():
             settings += [(f"gnmt_profile_{c}", lambda c=c: gnmt_setting(c)[:2]) for c in ("baechi_2080", "mars_p100")]
         settings += [(f"{m}_{s}", lambda m=m, k=k: zoo_setting(m, k)[:2]) for m, s, k in ZOO if s not in ZOO_SKIP]
-    rows, own, spread = [], [], []
+    budget = 200 if args.quick else 2000
+    rows, own, spread, climbed = [], [], [], []
     for key, build in settings:
         g, cluster = build()
         rows.append(on_vs_off(key, g, cluster))
         if key.startswith("layered") and key.endswith("_s0"):
             own.append(own_vs_simulator(key, g, cluster))
+            climbed.append(climbs(key, g, cluster, budget))
         if key.startswith("layered") and "_ample_" in key and g.num_ops <= 1000:
             spread += noise(g, cluster, seed=len(spread))
         print(key, {k: round(v["ratio_lb"], 3) for k, v in rows[-1].items() if isinstance(v, dict) and "ratio_lb" in v},
               flush=True)
-    res = {"quick": args.quick, "seconds": time.perf_counter() - start, "on_vs_off": rows, "own_vs_simulator": own,
-           "noise": spread}
+    res = {"quick": args.quick, "budget": budget, "seconds": time.perf_counter() - start, "on_vs_off": rows,
+           "own_vs_simulator": own, "climbs": climbed, "noise": spread}
     stem = "coplacement_quick" if args.quick else "coplacement"
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{stem}.json").write_text(json.dumps(res, indent=1, default=json_default))
