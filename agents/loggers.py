@@ -105,7 +105,7 @@ LOGGERS = {"csv": CsvLogger, "tensorboard": TensorBoardLogger, "wandb": WandbLog
 LOGGER_ARGUMENTS = ("out_dir", "start_step")  # given by the trainer; the others are logger.options
 
 
-def check_logger(name: str, **options) -> None:
+def check_logger(name: str, /, **options) -> None:
     """A ConfigError for an unknown logger or options it does not take, before anything is
     opened (a run checks its logger at the start and opens it once its checkpoint is read)."""
     if name not in LOGGERS:
@@ -113,7 +113,7 @@ def check_logger(name: str, **options) -> None:
     checked(LOGGERS[name], options, f"logger {name!r}", skip=LOGGER_ARGUMENTS)
 
 
-def make_logger(name: str, out_dir: Path, start_step: int = 0, **options) -> Logger:
+def make_logger(name: str, out_dir: Path, start_step: int = 0, /, **options) -> Logger:
     """The logger ``name``; besides csv, it and metrics.csv."""
     check_logger(name, **options)
     chosen = LOGGERS[name](Path(out_dir), start_step, **options)

@@ -138,7 +138,8 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
     saved = _resumable(checkpoint, config, graph, cluster) if config.resume else None
     env_options = {"mode": "one_shot", **config.env}
     problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
-    policy = make_policy(config.agent, problem, seed=config.seed, **config.policy)
+    # a policy's own seed (Mars: agent.policy.seed, the run's seed unless set) seeds its weights
+    policy = make_policy(config.agent, problem, **{"seed": config.seed, **config.policy})
     algorithm = make_algorithm(config.algorithm, policy, **config.algorithm_options)
     generator = torch.Generator().manual_seed(config.seed)
     progress = Progress()

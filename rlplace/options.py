@@ -90,7 +90,7 @@ def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
         try:
             value = cfg[key]
         except OmegaConfBaseException as exc:  # a broken interpolation
-            raise ConfigError(f"{name}: {_first_line(exc)}") from None
+            raise ConfigError(f"{name}: {first_line(exc)}") from None
         if isinstance(value, DictConfig):
             check_ranges(value, f"{name}.")
             continue
@@ -183,10 +183,10 @@ def checked(fn: Callable, options: Mapping[str, Any], where: str, skip: Iterable
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), plain)
     except ConfigKeyError as exc:  # pragma: no cover - unknown keys are refused above
-        raise ConfigError(f"{where}: bad options: {_first_line(exc)}") from None
+        raise ConfigError(f"{where}: bad options: {first_line(exc)}") from None
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "?"
-        raise ConfigError(f"{where}: bad options: {key}: {_first_line(exc)}") from None
+        raise ConfigError(f"{where}: bad options: {key}: {first_line(exc)}") from None
     converted = OmegaConf.to_container(merged)
     return {k: converted[k] if k in plain else v for k, v in options.items()}
 
@@ -199,7 +199,7 @@ def _is_plain(value: Any) -> bool:
     return value is None or isinstance(value, (*_PLAIN, enum.Enum))
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """OmegaConf appends ``full_key``/``object_type`` lines; the first line says it all."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
