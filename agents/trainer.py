@@ -41,7 +41,7 @@ from rlplace.agents.checkpoint import (Checkpoint, check_fits, first_line, numpy
                                        read_checkpoint, set_numpy_rng_state, write_checkpoint)
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
-from rlplace.agents.configs import TrainConfig, WarmStartConfig
+from rlplace.agents.configs import TrainConfig
 from rlplace.agents.warmstart import behaviour_clone, heuristic_actions, seed_with_first_sample
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster

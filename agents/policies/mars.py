@@ -42,7 +42,7 @@ from torch import nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
 from rlplace.agents.base import Sample
-from rlplace.agents.configs import PLACERS, DGIConfig, MarsConfig
+from rlplace.agents.configs import DGIConfig, MarsConfig
 from rlplace.agents.pretrain import PretrainResult, pretrain_encoder
 from rlplace.options import checked
 

@@ -29,7 +29,7 @@ from rlplace.agents.loggers import LOGGER_ARGUMENTS, LOGGERS
 from rlplace.backends import backend_class, backend_names
 from rlplace.distributed import RayBackend
 from rlplace.envs import PlacementEnv
-from rlplace.options import COUNT, FLAG, SECONDS, SEED, Allowed, allowed, default_of, signature_schema
+from rlplace.options import COUNT, FLAG, SEED, Allowed, allowed, default_of, signature_schema
 
 SEED_KEYS = {  # keys that take the run's seed (``seed``), in the groups that have them
     "agent/hierarchical": ["policy.grouping_seed"],
