@@ -41,8 +41,8 @@ from rlplace.agents.checkpoint import (Checkpoint, check_fits, first_line, numpy
                                        read_checkpoint, set_numpy_rng_state, write_checkpoint)
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
-from rlplace.agents.warmstart import (WarmStartConfig, behaviour_clone, heuristic_actions,
-                                      seed_with_first_sample)
+from rlplace.agents.configs import TrainConfig
+from rlplace.agents.warmstart import behaviour_clone, heuristic_actions, seed_with_first_sample
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
@@ -56,32 +56,6 @@ from rlplace.verify import VerifyingBackend
 
 CHECKPOINT = "checkpoint.pt"
 ENV_ID = "rlplace/Placement-v0"
-
-
-@dataclass
-class TrainConfig:
-    agent: str = "hierarchical"
-    policy: dict[str, Any] = field(default_factory=dict)          # the agent's policy options
-    algorithm: str = "reinforce"
-    algorithm_options: dict[str, Any] = field(default_factory=dict)
-    samples: int = 4                    # k placements per update (HP §3: m = 1 grouping, k = 4)
-    env: dict[str, Any] = field(default_factory=dict)             # PlacementEnv options (reward, oom_penalty, ...)
-    budget_placements: int | None = 2000
-    budget_seconds: float | None = None
-    checkpoint_every: int = 50          # updates
-    resume: bool = False
-    stop_after_updates: int | None = None   # stop (as if killed) after this many updates of this run
-    init_checkpoint: str | None = None  # fine-tuning: start from another run's policy weights
-    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
-    seed: int = 0
-    progress: bool = True
-    plots: bool = True
-
-    def __post_init__(self):
-        if self.budget_placements is None and self.budget_seconds is None:
-            raise ConfigError("set a budget: budget.placements and/or budget.seconds")
-        if self.samples < 1 or self.checkpoint_every < 1:
-            raise ConfigError("samples and checkpoint_every must be >= 1")
 
 
 @dataclass
@@ -164,7 +138,8 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
     saved = _resumable(checkpoint, config, graph, cluster) if config.resume else None
     env_options = {"mode": "one_shot", **config.env}
     problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
-    policy = make_policy(config.agent, problem, seed=config.seed, **config.policy)
+    # a policy's own seed (Mars: agent.policy.seed, the run's seed unless set) seeds its weights
+    policy = make_policy(config.agent, problem, **{"seed": config.seed, **config.policy})
     algorithm = make_algorithm(config.algorithm, policy, **config.algorithm_options)
     generator = torch.Generator().manual_seed(config.seed)
     progress = Progress()

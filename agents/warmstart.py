@@ -14,29 +14,15 @@ sample through ``extras_for(actions)``; a policy without one needs no extras.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 import torch
 
 from rlplace.agents.base import Algorithm, Policy
+from rlplace.agents.configs import WarmStartConfig
 from rlplace.errors import ConfigError
 from rlplace.placement import Placement
 from rlplace.placers import make_placer
 from rlplace.placers.search import HEURISTICS, evaluate_rows
-
-
-@dataclass
-class WarmStartConfig:
-    placer: str | None = None           # None: cold start
-    placer_options: dict[str, Any] = field(default_factory=dict)
-    behaviour_cloning: bool = False     # (a)
-    first_sample: bool = False          # (b)
-    bc_steps: int = 300                 # most gradient steps of behaviour cloning (ours)
-    bc_lr: float = 0.01                 # Adam (ours: the RL rate 0.1 overshoots supervised targets)
-    bc_target_accuracy: float = 1.0     # stop once the greedy placement agrees on this share of units
-    bc_check_every: int = 10
 
 
 def heuristic_actions(problem, placer: str, seed: int = 0, **options) -> tuple[Placement, torch.Tensor]:

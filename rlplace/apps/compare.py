@@ -28,24 +28,23 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from tqdm import tqdm
 
-from rlplace.apps.checks import FLAG, SEED, VERIFY, check_config
 from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors, verifying
 from rlplace.backends import make_backend
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
+from rlplace.options import check_ranges
 from rlplace.placers import available_placers, make_placer
 from rlplace.presets import instantiate_node
 from rlplace.report import format_table, plot_curves, plot_memory, plot_schedule
 from rlplace.sim import lower_bound, simulate
 
 PROG = "rlplace-compare"
-ALLOWED = {"seed": SEED, "plots": FLAG, **VERIFY}
 log = logging.getLogger(__name__)
 
 
 def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
-    check_config(cfg, ALLOWED)
+    check_ranges(cfg)
     names = placer_names(cfg.placers)
     graph = instantiate_node(cfg, "graph")
     cluster = instantiate_node(cfg, "cluster")

@@ -13,35 +13,36 @@ import csv
 import json
 import math
 import sys
-from importlib.resources import files
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from rlplace.presets import preset_config
+from rlplace.apps.common import compose_app
 from rlplace.apps.tables.common import Context, Setting
+from rlplace.errors import ConfigError
 
 RUN_CONFIG = "train_config.yaml"  # the config a training run was made with, beside its outputs
 
 
 def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], budget: int, seed: int,
                  graph_path: Path, init_checkpoint: str | None = None, seconds: float | None = None):
-    """The config ``rlplace-train`` would compose for ``agent=<name>`` with the agent's
-    overrides, this setting's graph (saved to ``graph_path``) and ``budget.placements`` (and
-    ``budget.seconds``); the trainer's bar is on when stderr is a terminal."""
-    base = OmegaConf.load(str(files("rlplace.conf").joinpath("train.yaml")))
-    base.pop("defaults")
+    """The config ``rlplace-train graph=file cluster=<cluster_name> agent=<name> ...`` composes
+    (Hydra's compose API), with the agent's overrides, this setting's graph (saved to
+    ``graph_path``) and ``budget.placements`` (and ``budget.seconds``) merged in and checked
+    against the schema; the trainer's bar is on when stderr is a terminal."""
     setting.graph.save(graph_path)
-    overrides = {k: v for k, v in agent.items() if k not in ("name", "label")}
-    cfg = OmegaConf.merge(base, {
-        "graph": {"_target_": "rlplace.graph.OpGraph.load", "path": str(graph_path)},
-        "cluster": preset_config("cluster", cluster_name), "backend": preset_config("backend", "sim"),
-        "agent": OmegaConf.merge(preset_config("agent", agent["name"]), overrides),
-        "logger": preset_config("logger", "csv"), "seed": seed, "progress": sys.stderr.isatty(), "plots": True,
-        "budget": {"placements": int(budget), "seconds": seconds}, "init_checkpoint": init_checkpoint})
-    return cfg
+    cfg = compose_app("train", ["graph=file", f"cluster={cluster_name}", "backend=sim", f"agent={agent['name']}",
+                                "logger=csv"])
+    values = {"graph": {"path": str(graph_path)}, "agent": {k: v for k, v in agent.items() if k not in ("name", "label")},
+              "seed": seed, "progress": sys.stderr.isatty(), "plots": True, "init_checkpoint": init_checkpoint,
+              "budget": {"placements": int(budget), "seconds": seconds}}
+    try:
+        return OmegaConf.merge(cfg, values)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{getattr(exc, 'full_key', None) or 'agent'}: {str(exc).strip().splitlines()[0]}") from None
 
 
 def train_record(setting: Setting, cluster_name: str, agent: Mapping[str, Any], ctx: Context, placer: str,
