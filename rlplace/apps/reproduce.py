@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 MODES = ("full", "smoke")
 ALLOWED = {"seed": SEED, "budget": Allowed(int, low=1, null="the table's"),
            "budget_seconds": Allowed(float, low=0, open_low=True, null="no limit"),
+           "beside_seconds": Allowed(float, low=0, open_low=True, null="no cap"),
            "plots": FLAG, "record": FLAG, "why_only": FLAG}
 
 
@@ -106,7 +107,7 @@ def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"table.run: cannot load {table['run']!r} ({exc})") from None
     ctx = Context(mode=cfg.mode, seed=cfg.seed, out_dir=out_dir, budget=cfg.budget,
-                  budget_seconds=cfg.budget_seconds, plots=cfg.plots)
+                  budget_seconds=cfg.budget_seconds, plots=cfg.plots, beside_seconds=cfg.beside_seconds)
     out_dir.mkdir(parents=True, exist_ok=True)
     output = fn(table, ctx)
     output.write(out_dir)

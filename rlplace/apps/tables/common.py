@@ -64,6 +64,7 @@ class Context:
     budget: int | None = None  # learned tables: evaluated placements per training run
     budget_seconds: float | None = None  # ... and seconds of training per run, whichever ends first
     plots: bool = True
+    beside_seconds: float | None = 60.0  # the search beside a learned run: equal wall time capped at this
 
 
 @dataclass
