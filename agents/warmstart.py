@@ -111,11 +111,10 @@ def agreement(policy: Policy, actions: torch.Tensor) -> float:
 
 
 def seed_with_first_sample(problem, algorithm: Algorithm, placement: Placement):
-    """Evaluate the heuristic placement as the first sample; the algorithm's baseline (if it
-    has one) starts at its reward. Returns the backend's result and the reward."""
+    """Evaluate the heuristic placement as the first sample; the algorithm's baseline starts at
+    its reward (every ``Algorithm`` has ``seed_baseline``). Returns the backend's result and the
+    reward."""
     result = problem.evaluate(placement)
     reward = problem.reward_of(result)
-    seed = getattr(algorithm, "seed_baseline", None)
-    if seed is not None:
-        seed(reward)
+    algorithm.seed_baseline(reward)
     return result, reward
