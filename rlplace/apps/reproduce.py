@@ -103,7 +103,7 @@ def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"table.run: cannot load {table['run']!r} ({exc})") from None
     ctx = Context(mode=cfg.mode, seed=cfg.seed, out_dir=out_dir, budget=cfg.budget,
-                  budget_seconds=cfg.budget_seconds, plots=cfg.plots)
+                  budget_seconds=cfg.budget_seconds, plots=cfg.plots, beside_seconds=cfg.beside_seconds)
     out_dir.mkdir(parents=True, exist_ok=True)
     output = fn(table, ctx)
     output.write(out_dir)

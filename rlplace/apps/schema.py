@@ -26,6 +26,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rlplace.agents.configs import AGENTS, TrainConfig, WarmStartConfig
 from rlplace.agents.loggers import LOGGER_ARGUMENTS, LOGGERS
+from rlplace.apps.beside import MAX_SECONDS
 from rlplace.backends import backend_class, backend_names
 from rlplace.distributed import RayBackend
 from rlplace.envs import PlacementEnv
@@ -37,6 +38,7 @@ SEED_KEYS = {  # keys that take the run's seed (``seed``), in the groups that ha
     "backend/tf": ["options.seed"],
 }
 BACKEND_PRESETS = {"tf": {"options.model": "${oc.select:graph.model,null}"}}  # the model of graph=tf_model
+BESIDE_SECONDS = Allowed(float, low=0, open_low=True, null="no cap")  # equal wall time of a search beside
 COMPARE_PLACERS = ["single", "round_robin", "random", "expert", "metis", "heft", "m_topo", "m_etf", "m_sct",
                    "order_place", "celeritas", "local_search"]
 
@@ -62,6 +64,7 @@ class CompareApp(Verify):
     placers: Any = field(default_factory=lambda: list(COMPARE_PLACERS))  # a list, or one name
     placer_options: Dict[str, Any] = field(default_factory=dict)  # per placer: +placer_options.single.device=1
     seed: int = allowed(0, SEED)       # graph generators and stochastic placers
+    beside_seconds: Optional[float] = allowed(MAX_SECONDS, BESIDE_SECONDS)  # a trained policy's search beside it
     plots: bool = allowed(True, FLAG)  # schedule.png, memory.png; curves.png with a search placer
 
 
@@ -152,6 +155,7 @@ class ReproduceApp:
     mode: str = "full"   # full: the paper's sizes; smoke: the table's tiny `smoke` section (CI)
     budget: Optional[int] = allowed(None, Allowed(int, low=1, null="the table's"))  # placements per training run
     budget_seconds: Optional[float] = allowed(None, Allowed(float, low=0, open_low=True, null="no limit"))
+    beside_seconds: Optional[float] = allowed(MAX_SECONDS, BESIDE_SECONDS)  # the search beside each learned run
     seed: int = allowed(0, SEED)
     plots: bool = allowed(True, FLAG)
     record: bool = allowed(False, FLAG)     # also copy the outputs to experiments/results/tables/<table>/

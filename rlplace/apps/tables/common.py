@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from rlplace.apps.beside import MAX_SECONDS  # noqa: E402
 from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.costs import with_analytical_costs  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
@@ -64,6 +65,7 @@ class Context:
     budget: int | None = None  # learned tables: evaluated placements per training run
     budget_seconds: float | None = None  # ... and seconds of training per run, whichever ends first
     plots: bool = True
+    beside_seconds: float | None = MAX_SECONDS  # the search beside a learned run: equal wall time capped at this
 
 
 @dataclass
