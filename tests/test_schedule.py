@@ -11,7 +11,7 @@ import heapq
 import numpy as np
 from hypothesis import given, strategies as st
 
-from conftest import op, random_dags
+from conftest import op, random_dags, typed_dags
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
@@ -22,23 +22,6 @@ from rlplace.sim import lower_bound, simulate, simulate_many
 def cluster(n, mode, memory=10**9, latency=0.5, seconds_per_byte=0.05, memory_model="default"):
     return Cluster(tuple(Device(f"d{i}", memory) for i in range(n)), CommModel(latency, seconds_per_byte, mode),
                    memory_model=memory_model)
-
-
-OP_TYPES = ["MatMul", "Identity", "Relu", "AddV2", "AddN", "Conv2D"]
-
-
-@st.composite
-def typed_dags(draw, max_ops=14):
-    """Random DAGs of TensorFlow op types with few output sizes (some 0: outputs a profile saw
-    unallocated), so that outputs share input buffers under the tf_reuse memory model."""
-    n = draw(st.integers(1, max_ops))
-    ops = [op(f"n{i}", compute_time=draw(st.sampled_from([0.0, 0.5, 1.0, 2.5])),
-              out=[draw(st.sampled_from([0, 8, 8, 16]))], temporary=draw(st.integers(0, 4)),
-              persistent=draw(st.integers(0, 4)), op_type=draw(st.sampled_from(OP_TYPES))) for i in range(n)]
-    shape = [draw(st.sampled_from([8, 16])) for _ in range(n)]  # the tensor's size, when output_bytes is 0
-    pairs = draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
-    edges = [(f"n{i}", f"n{j}", ops[i]["output_bytes"][0] or shape[i]) for i, j in sorted(pairs) if i < j]
-    return OpGraph.from_records(ops, edges, name="typed")
 
 
 @st.composite
@@ -135,7 +118,7 @@ def literal_shared(g: OpGraph) -> dict[int, int]:
     buffer it shares. An output of a view op, an output the graph gives no bytes, or an output of
     an in-place kernel whose input has no other reader and shares nothing, takes the buffer of
     the first input of the same size (not 0) that is a step's allocation (bytes of its own, or a
-    share of one)."""
+    share of one), inputs it alone reads first."""
     from rlplace.schedule.aliases import IN_PLACE_OPS, VIEW_OPS
 
     shared, allocated = {}, {}
@@ -145,7 +128,8 @@ def literal_shared(g: OpGraph) -> dict[int, int]:
         if port < 0 or g.tensor_bytes[t] == 0:
             continue
         kind = g.op_type[i]
-        for _, a in inputs(g, i):
+        alone_first = sorted(inputs(g, i), key=lambda input: g.tensor_ptr[input[1] + 1] - g.tensor_ptr[input[1]] != 1)
+        for _, a in alone_first:
             if g.tensor_port[a] < 0 or g.tensor_bytes[a] != g.tensor_bytes[t] or not allocated[a]:
                 continue
             alone = g.tensor_ptr[a + 1] - g.tensor_ptr[a] == 1 and a not in shared

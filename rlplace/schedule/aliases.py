@@ -14,7 +14,8 @@ are done). Two kinds of op return an input's buffer instead of a new one:
   no other reader and is not itself a view, so the decision does not depend on the schedule
   (TensorFlow also forwards to the last of several readers, which this rule leaves out), and
   when the graph gives the output no bytes of its own (a profile that saw the op allocate
-  nothing for it: ``rlplace.tf.profile``).
+  nothing for it: ``rlplace.tf.profile``; then it shares an input of the same size, one that it
+  alone reads where there is one, as TensorFlow can forward only a buffer no one else holds).
 
 An output shares only a transient buffer of the same size (never a variable's or a constant's:
 TensorFlow's variable keeps a reference). A shared output occupies no bytes of its own; the
@@ -83,6 +84,7 @@ def _tf_reuse(graph: OpGraph) -> np.ndarray:
             continue
         inputs = graph.edge_tensor[graph.in_edges[graph.in_ptr[i]:graph.in_ptr[i + 1]]]
         inputs = inputs[graph.tensor_port[inputs] >= 0]
+        inputs = inputs[np.argsort(readers[inputs] != 1, kind="stable")]  # sole readers first
         for a in inputs:
             if graph.tensor_bytes[a] != size or not transient[a]:
                 continue
