@@ -9,7 +9,7 @@ are done). Two kinds of op return an input's buffer instead of a new one:
   input, ``Tensor::CopyFrom``): the output always shares the input's buffer, whatever else reads
   the input;
 * in-place kernels (``OpKernelContext::forward_input_or_allocate_output``: element-wise unary
-  and binary ops, their gradients, ``AddN``, ``Softmax``, ...): the output takes the buffer of
+  and binary ops, their gradients, ``BiasAdd``, ``AddN``, ``Softmax``, ...): the output takes the buffer of
   an input of the same size when no one else holds a reference to it. Here: when the input has
   no other reader and is not itself a view, so the decision does not depend on the schedule
   (TensorFlow also forwards to the last of several readers, which this rule leaves out), and
@@ -35,7 +35,7 @@ from rlplace.graph import OpGraph
 VIEW_OPS = frozenset({"ReadVariableOp", "Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims",
                       "StopGradient", "Snapshot"})
 # Kernels that call forward_input_or_allocate_output (tensorflow/core/kernels: cwise_ops_common.h,
-# relu_op.h, aggregate_ops.cc, softmax_op.cc, zeros_like/ones_like in constant_op.cc).
+# relu_op.h, bias_op.cc, aggregate_ops.cc, softmax_op.cc, zeros_like/ones_like in constant_op.cc).
 IN_PLACE_OPS = frozenset({
     "Abs", "Neg", "Sign", "Square", "Sqrt", "Rsqrt", "Reciprocal", "Inv", "Exp", "Expm1", "Log", "Log1p",
     "Tanh", "Sigmoid", "Sin", "Cos", "Erf", "Floor", "Ceil", "Round", "Softplus", "Softsign",
@@ -44,7 +44,7 @@ IN_PLACE_OPS = frozenset({
     "SquaredDifference", "FloorDiv", "FloorMod",
     "ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad", "LeakyReluGrad", "TanhGrad", "SigmoidGrad",
     "RsqrtGrad", "SqrtGrad", "ReciprocalGrad", "InvGrad", "SoftplusGrad",
-    "AddN", "Softmax", "LogSoftmax", "ZerosLike", "OnesLike"})
+    "BiasAdd", "AddN", "Softmax", "LogSoftmax", "ZerosLike", "OnesLike"})
 
 
 def shared_input(graph: OpGraph, memory_model: str) -> np.ndarray:
