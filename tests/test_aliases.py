@@ -111,3 +111,27 @@ def test_baechi_places_alike_when_memory_does_not_bind(g, ndev, name):
     assert placements[0].device_of.tolist() == placements[1].device_of.tolist()
     times = [simulate(g, cluster(ndev, mm), p).step_time for mm, p in zip(("default", "tf_reuse"), placements)]
     assert times[0] == times[1]
+
+
+def test_a_placer_releases_a_shared_buffer_when_the_chain_is_done_on_every_device():
+    """Baechi's accounting (hold_op_memory): a (100 B) -> Identity on device 0, read by c on
+    device 1. The view holds a's buffer, so device 0 keeps the 100 B until the view's transfer
+    to device 1 is done (a's last reader, the view, ends at 2 s; the transfer at 7.5 s), and
+    device 1 its received copy until c ends (8.5 s)."""
+    from rlplace.schedule import new_model
+    from rlplace.schedule.ops import book_inputs, duration, hold_op_memory, release_until, start
+
+    g = chain(op("a", out=[100], op_type="MatMul"), op("view", out=[0], op_type="Identity"),
+              op("c", out=[], op_type="AddN"), edges=[("a", "view", 100), ("view", "c", 100)])
+    c = cluster(2, "tf_reuse")
+    m = new_model(g, c, placer=True)
+    for i, d, begin in [(0, 0, 0.0), (1, 0, 1.0), (2, 1, 7.5)]:  # 7.5 s: the view's transfer ends
+        received = book_inputs(m.graph, m.ops, m.transfers, m.sent, m.channels, i, d)
+        start(m.ops, m.devices, i, d, begin, duration(m.graph.compute, m.devices.speed, i, d))
+        hold_op_memory(m.graph, m.ops, m.transfers, m.sent, m.memory, m.releases, i, received)
+    assert m.transfers.end[0] == 7.5
+    live = []
+    for t in (2.0, 7.0, 7.5, 8.0, 8.5):
+        release_until(m.releases, m.memory, t)
+        live.append(m.memory.live.tolist())
+    assert live == [[100, 100], [100, 100], [0, 100], [0, 100], [0, 0]]

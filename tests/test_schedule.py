@@ -288,6 +288,16 @@ def test_m_etf_predicts_what_the_simulator_says_with_tf_reuse(g, ndev):
     assert placer.own_peak_memory.tolist() == r.peak_memory.tolist()
 
 
+@given(typed_dags(times=(0.5, 1.0, 2.5)), st.sampled_from(["default", "tf_reuse"]))
+def test_m_etfs_memory_accounting_on_one_device_is_the_simulators(g, memory_model):
+    """The memory m-ETF books while it decides (hold_op_memory, with the releases of shared
+    buffers) peaks where the simulator's does when every op takes time on one device."""
+    c = cluster(1, "parallel", memory_model=memory_model)
+    placer = make_placer("m_etf", **ETF_OFF)
+    r = simulate(g, c, placer.place(g, c))
+    assert placer.planned_peak.tolist() == r.peak_memory.tolist()
+
+
 OWN_SCHEDULE = [("m_etf", ETF_OFF), ("m_sct", ETF_OFF), ("heft", {}), ("celeritas", dict(fusion=False)),
                 ("order_place", dict(fusion=False))]
 
