@@ -131,7 +131,7 @@ class _BaechiPlacer:
         with forward-only placement, the forward ops) as ``own_schedule``, and the peak memory
         per device it predicts as ``own_peak_memory``; returns the devices."""
         self.own_schedule: Schedule = schedule_of(m, work)
-        self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule)
+        self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule, cluster.memory_model)
         self.planned_peak = m.memory.peak.copy()  # as the placer saw it while deciding
         return self.own_schedule.op_device
 
