@@ -10,7 +10,7 @@ transfers between the two logical devices in TFBackend's worker and fit the Comm
 (``rlplace.tf.comm``, the simulator *before* calibration), measure the calibration design
 (``rlplace.calibration.design``: single device, cuts, random placements at several mixing rates,
 heuristics) in interleaved rounds (``rlplace.calibration.protocol``), fit the simulator on two
-thirds of each family and score it on the rest and by 5-fold cross-validation
+thirds of each family and score it on the rest and by 3-fold cross-validation
 (``rlplace.calibration.study``), beside the noise ceiling of the same placements. The Keras
 model runs ``rlplace-calibrate`` as a user would and its ``calibration.json`` is read back.
 Writes experiments/results/fidelity.{json,md,png}.
@@ -31,6 +31,7 @@ import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
 CONF = Path(__file__).resolve().parents[1] / "conf"
+CV_FOLDS = 3
 HEURISTICS = ("round_robin", "expert", "metis", "m_etf", "m_topo", "heft", "celeritas")
 KERAS = ["model=keras", "model.name=keras.applications:MobileNetV2", "model.batch_size=2",
          "+model.args={weights: null, input_shape: [64, 64, 3], classes: 10, alpha: 0.35}"]
@@ -71,7 +72,7 @@ def run_model(name: str, backend, comm, rounds: int, seed: int, saved: Path) -> 
     return refit(name, saved, seed)
 
 
-def refit(name: str, saved: Path, seed: int) -> tuple[dict, object]:
+def refit(name: str, saved: Path, seed: int, reused: bool = False) -> tuple[dict, object]:
     from rlplace.calibration.protocol import Measurements
     from rlplace.calibration.study import study
     from rlplace.graph import OpGraph
@@ -81,9 +82,10 @@ def refit(name: str, saved: Path, seed: int) -> tuple[dict, object]:
     cluster = load_cluster_file(str(saved / "measured_cluster.yaml"))
     measured = Measurements.from_dict(json.loads((saved / "measurements.json").read_text()), graph.num_ops)
     start = time.perf_counter()
-    result = study(graph, cluster, measured, cv_folds=5, seed=seed)
+    result = study(graph, cluster, measured, cv_folds=CV_FOLDS, seed=seed)
     summary = {"model": name, "ops": graph.num_ops, **json.loads((saved / "extra.json").read_text()),
-               **result.summary(), "seconds_fitting": time.perf_counter() - start, "rows": result.rows()}
+               **result.summary(), "seconds_fitting": time.perf_counter() - start, "reused": reused,
+               "rows": result.rows()}
     return summary, result
 
 
@@ -92,13 +94,15 @@ def run_keras(rounds: int, saved: Path) -> dict:
     simulator"); its run directory goes under ``saved``."""
     run_dir = saved / f"keras-{os.getpid()}"
     start = time.perf_counter()
-    cmd = [str(Path(sys.executable).parent / "rlplace-calibrate"), *KERAS, f"rounds={rounds}", "plots=false",
+    cmd = [str(Path(sys.executable).parent / "rlplace-calibrate"), *KERAS, f"rounds={rounds}", f"cv_folds={CV_FOLDS}", "plots=false",
            f"hydra.run.dir={run_dir}"]
     subprocess.run(cmd, check=True)
+    from rlplace.graph import OpGraph
+
     summary = json.loads((run_dir / "calibration.json").read_text())
-    return {"model": "MobileNetV2 (Keras, alpha 0.35, 64x64, batch 2)", "command": " ".join(cmd[:1] + [
-        f"'{a}'" if " " in a else a for a in cmd[1:-1]]), "seconds": time.perf_counter() - start,
-        "ops": None, **summary}
+    return {"model": "MobileNetV2 (Keras, alpha 0.35, 64x64, batch 2)", "command": " ".join([".venv/bin/rlplace-calibrate"] + [
+        f"'{a}'" if " " in a else a for a in cmd[1:-1]]), "seconds_measuring": time.perf_counter() - start,
+        "ops": OpGraph.load(run_dir / "graph.json.gz").num_ops, **summary}
 
 
 def plot(studies: list[tuple[str, object]], path: Path) -> None:
@@ -123,11 +127,15 @@ def _fmt(x, fmt=".3f"):
 def report(results: list[dict], fit, elapsed: float, load: tuple) -> str:
     lines = ["# Simulator fidelity: simulated vs measured step time (2 logical CPU devices)", "",
              f"Written by `experiments/fidelity.py`. Run took {elapsed:.0f} s on this 2-core machine "
+             f"(profiling and measuring: " + ", ".join(
+                 f"{r['model']} {r['seconds_measuring']:.0f} s" + (" in an earlier run, its saved measurements "
+                                                                   "refit here (--refit)" if r.get("reused") else "")
+                 for r in results) + ") "
              f"(load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end: other sessions ran too).", "",
              f"Before calibration: the CommModel of the interconnect benchmark (rlplace.tf.comm, in the measuring "
              f"worker): latency {fit.latency * 1e6:.2f} µs, {fit.seconds_per_byte:.2e} s/B, R² {fit.r2:.3f}, "
              f"parallel transfers; profiled op costs. Calibrated: `rlplace.calibration` fitted on about two thirds "
-             f"of each family of placements (all single-device ones), scored on the rest (held out) and by 5-fold "
+             f"of each family of placements (all single-device ones), scored on the rest (held out) and by 3-fold "
              f"cross-validation. Noise ceiling: the square root of the split-half reliability of the measurements "
              f"of the same placements (the best Spearman any simulator can reach against them).", "",
              "| model | ops | placements (fit / held out) | held out: Spearman before | calibrated | Kendall τ | "
@@ -169,7 +177,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--saved", type=Path, default=Path("/tmp/rlplace-fidelity"),
                         help="where each model's graph and measurements are kept")
-    parser.add_argument("--refit", action="store_true", help="fit the saved measurements again, measure nothing")
+    parser.add_argument("--refit", action="store_true",
+                        help="fit the saved measurements of a model again instead of measuring it")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from rlplace.cluster import Cluster
@@ -178,27 +187,26 @@ def main() -> None:
 
     start = time.perf_counter()
     results, studies = [], []
-    if args.refit:
-        previous = json.loads((args.out / "fidelity.json").read_text())
-        fit = SimpleNamespace(**previous["transfer_fit"])
-        start -= previous["elapsed"]
-        for name in args.models:
-            summary, result = refit(name, args.saved / name, args.seed)
-            results.append(summary)
-            studies.append((name, result))
-        results += [r for r in previous["results"] if r["model"] not in args.models]
-    else:
+    reuse = {name for name in args.models if args.refit and (args.saved / name / "measurements.json").is_file()}
+    backend = None
+    if set(args.models) - reuse:
         probe = Cluster.homogeneous(2, 4 * 2**30, prefix="/device:CPU:")
-        with TFBackend(model=None, warmup=5, steps=5, intra_op_threads=1) as backend:
-            times = backend.time_transfers(probe, repeats=30)
-            fit = fit_comm(times.sizes, times.seconds)
-            for name in args.models:
-                summary, result = run_model(name, backend, fit.comm_model(), args.rounds, args.seed,
-                                            args.saved / name)
-                results.append(summary)
-                studies.append((name, result))
-        if not args.no_keras:
-            results.append(run_keras(args.rounds, args.saved))
+        backend = TFBackend(model=None, warmup=5, steps=5, intra_op_threads=1)
+        times = backend.time_transfers(probe, repeats=30)
+        fit = fit_comm(times.sizes, times.seconds)
+    else:
+        fit = SimpleNamespace(**json.loads((args.out / "fidelity.json").read_text())["transfer_fit"])
+    for name in args.models:
+        if name in reuse:
+            summary, result = refit(name, args.saved / name, args.seed, reused=True)
+        else:
+            summary, result = run_model(name, backend, fit.comm_model(), args.rounds, args.seed, args.saved / name)
+        results.append(summary)
+        studies.append((name, result))
+    if backend is not None:
+        backend.close()
+    if not args.no_keras:
+        results.append(run_keras(args.rounds, args.saved))
     elapsed, load = time.perf_counter() - start, os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "fidelity.json").write_text(json.dumps(

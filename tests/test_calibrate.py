@@ -4,6 +4,9 @@ the files load where the other commands read them, bad input is one line, and th
 backend recalibrates from its measurements."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -256,13 +259,29 @@ def test_recalibrate_is_what_verify_calls_from_the_config():
 
 
 @pytest.mark.slow
-def test_a_real_tensorflow_calibration_of_a_tiny_model(tmp_path, run):
-    proc = run("calibrate", "model=linear_regression", "model.batch_size=16", "model.features=64", "rounds=2",
-               "cv_folds=0", "mixing_seeds=1", "heuristics=[m_etf]", "plots=false", f"hydra.run.dir={tmp_path / 'r'}")
-    assert proc.returncode == 0, proc.stderr
-    m = json.loads((tmp_path / "r" / "measurements.json").read_text())
+def test_the_readme_calibrates_a_tiny_model_on_tensorflow_refits_and_places_with_it(tmp_path):
+    """README's "Calibrating the simulator": its first three commands, as written, with the run
+    directories under tmp_path (a real TensorFlow measurement on 2 logical CPU devices)."""
+    from tests.test_docs_snippets import REPO, commands
+
+    lines = (REPO / "README.md").read_text().splitlines()
+    start = lines.index("## Calibrating the simulator") + 1
+    end = next(k for k in range(start, len(lines)) if lines[k].startswith("## ")) + 1
+    section = [argv for where, argv in commands(REPO / "README.md") if start < int(where.rsplit(":", 1)[1]) < end]
+    tiny, refit, place = section[:3]
+    bin_dir = Path(sys.executable).parent
+    for argv in (tiny, refit, place):
+        args = [a.replace("outputs/", f"{tmp_path}/") for a in argv[1:]]
+        if argv is place:
+            args.append(f"hydra.run.dir={tmp_path}/placed")
+        proc = subprocess.run([str(bin_dir / Path(argv[0]).name), *args], capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path)
+        assert proc.returncode == 0, (argv, proc.stderr[-2000:])
+    m = json.loads((tmp_path / "calibrate-tiny" / "measurements.json").read_text())
     assert m["rounds"] == 2 and all(len(p["step_times"]) == 2 and min(p["step_times"]) > 0 for p in m["placements"])
     assert {p["family"] for p in m["placements"]} == {"single", "cut", "mix", "heuristic"}
-    assert load_cluster_file(str(tmp_path / "r" / "cluster.yaml")).num_devices == 2
-    summary = json.loads((tmp_path / "r" / "calibration.json").read_text())
-    assert summary["fit_on"] + summary["held_out"] <= summary["placements"]
+    refitted = json.loads((tmp_path / "calibrate-refit" / "calibration.json").read_text())
+    assert refitted["fit"]["op_type_groups"] == ["other"]  # the refit's own options
+    assert {r["placement"] for r in refitted["rows"]} == {p["label"] for p in m["placements"]}
+    placed = json.loads((tmp_path / "placed" / "results.json").read_text())
+    assert {r["placer"] for r in placed} == {"m_etf", "local_search"} and all("error" not in r for r in placed)
