@@ -13,6 +13,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from scipy.stats import spearmanr
 
+from rlplace.apps.calibrate import objective
 from rlplace.calibration import recalibrate
 from rlplace.calibration.design import design
 from rlplace.calibration.files import write_graph, write_preset
@@ -21,6 +22,7 @@ from rlplace.calibration.protocol import Measurements, measure
 from rlplace.calibration.validate import cross_validate, held_out_split
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.costs import with_compute_time
+from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.presets import instantiate_node, load_cluster_file
@@ -113,11 +115,11 @@ def synthetic_measurements(noise: float, rounds: int, seed: int, k: int = 40):
 def test_split_half_noise_ceiling_predicts_the_best_spearman_the_noise_allows():
     ceilings, achieved = [], []
     for seed in range(30):
-        truth, m = synthetic_measurements(noise=0.12, rounds=4, seed=seed)
+        truth, m = synthetic_measurements(noise=0.3, rounds=4, seed=seed)
         ceilings.append(m.split_half().ceiling)
         achieved.append(spearmanr(truth, m.median).statistic)  # a perfect simulator's score
-    assert 0.5 < np.mean(achieved) < 0.95  # the noise matters at this level
-    assert np.mean(ceilings) == pytest.approx(np.mean(achieved), abs=0.06)
+    assert 0.5 < np.mean(achieved) < 0.85  # the noise matters at this level
+    assert np.mean(ceilings) == pytest.approx(np.mean(achieved), abs=0.05)
     _, quiet = synthetic_measurements(noise=0.0, rounds=3, seed=0)
     assert quiet.split_half().ceiling == pytest.approx(1.0) and quiet.noise_floor() == 0.0
     _, loud = synthetic_measurements(noise=3.0, rounds=3, seed=0)
@@ -153,6 +155,11 @@ def test_files_round_trip(tmp_path):
     with initialize_config_module("rlplace.conf", version_base="1.3"):
         cfg = compose("compare", overrides=["cluster=file", f"cluster.path={path}"])
     assert instantiate_node(cfg, "cluster") == cluster
+    with pytest.raises(ConfigError, match="cluster.path: no such file"):
+        load_cluster_file(str(tmp_path / "nosuch.yaml"))
+    (tmp_path / "graph.yaml").write_text("_target_: rlplace.zoo.synthetic.chain\n")
+    with pytest.raises(ConfigError, match="builds a OpGraph, not a Cluster"):
+        load_cluster_file(str(tmp_path / "graph.yaml"))
     graph = with_compute_time(GRAPH, GRAPH.compute_time * 0.5)
     write_graph(tmp_path / "graph.json.gz", graph)
     np.testing.assert_array_equal(OpGraph.load(tmp_path / "graph.json.gz").compute_time, graph.compute_time)
@@ -183,6 +190,7 @@ def test_from_run_refits_an_earlier_run_without_measuring(tmp_path, run):
                f"hydra.run.dir={out}")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "calibration.json").read_text())
+    assert objective(summary) == summary["held_out_after"]["spearman"]  # what a sweeper maximizes
     assert summary["held_out_after"]["spearman"] > summary["held_out_before"]["spearman"]
     assert summary["held_out_after"]["spearman"] > 0.8
     assert summary["noise_ceiling"]["held_out"]["ceiling"] > 0.8
