@@ -9,7 +9,9 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
 - ``make_run``: the table ``make run`` prints, from experiments/results/make_run.json
   (recorded by experiments/record_make_run.py);
 - ``search``: the search placers on the GNMT profile, medians over seeds at 2,000 evaluations,
-  from experiments/results/bench_search.json (experiments/bench_search.py).
+  from experiments/results/bench_search.json (experiments/bench_search.py);
+- ``fidelity``: the calibrated simulator's held-out fidelity and the noise ceiling, from
+  experiments/results/fidelity.json (experiments/fidelity.py).
 """
 
 from __future__ import annotations
@@ -51,7 +53,19 @@ def search(results: Path, key: str = "gnmt_profile_mars_p100", budget: int = 200
             f"medians of {len(bench['seeds'])} seeds\n(`experiments/results/bench_search.md`).\n")
 
 
-GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search}
+def fidelity(results: Path) -> str:
+    recorded = json.loads((results / "fidelity.json").read_text())
+    lines = ["| model | placements (fit / held out) | held-out Spearman, before → calibrated | Kendall τ | "
+             "median relative error, before → calibrated | noise ceiling (held out) |", "|---|---|---|---|---|---|"]
+    for r in recorded["results"]:
+        b, a, ceiling = r["held_out_before"], r["held_out_after"], r["noise_ceiling"]["held_out"]
+        lines.append(f"| {r['model']} | {r['placements']} ({r['fit_on']} / {r['held_out']}) | {b['spearman']:.2f} → "
+                     f"**{a['spearman']:.2f}** | {a['kendall_tau']:.2f} | {b['median_relative_error']:.0%} → "
+                     f"{a['median_relative_error']:.0%} | {ceiling['ceiling']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search, "fidelity": fidelity}
 
 
 def render(text: str, results: Path) -> str:

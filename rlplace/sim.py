@@ -41,7 +41,7 @@ import numba
 import numpy as np
 
 from rlplace.cluster import Cluster
-from rlplace.errors import PlacementError
+from rlplace.errors import GraphError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.schedule import Model, Schedule, new_model, schedule_of
@@ -109,16 +109,21 @@ def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False) -
                       schedule=schedule)
 
 
-def simulate_many(graph: OpGraph, cluster: Cluster, placements) -> BatchResult:
+def simulate_many(graph: OpGraph, cluster: Cluster, placements, compute_time=None) -> BatchResult:
     """Simulate every row of ``placements`` (k × ops device indices) in one compiled call;
-    the same numbers as ``simulate`` row by row, without the per-call overhead."""
+    the same numbers as ``simulate`` row by row, without the per-call overhead. ``compute_time``
+    (per op, s) stands in for the graph's own, as if the graph had those costs: what a fit of
+    the costs (``rlplace.calibration``) simulates many times without building a graph each time."""
     rows = np.asarray(placements)
     if rows.ndim != 2:
         raise PlacementError(f"placements must be a 2-d array (placements × ops), got shape {rows.shape}")
     rows = np.stack([_device_array(graph, cluster, row) for row in rows]) if len(rows) else \
         np.zeros((0, graph.num_ops), dtype=np.int64)
     with _LOCK:
-        step_time, peak = _run_many(_model(graph, cluster), rows)
+        m = _model(graph, cluster)
+        if compute_time is not None:
+            m = m._replace(graph=m.graph._replace(compute=_costs(graph, compute_time)))
+        step_time, peak = _run_many(m, rows)
     return BatchResult(step_time=step_time, oom=np.any(peak > cluster.memory[None, :], axis=1),
                        peak_memory=peak)
 
@@ -131,6 +136,16 @@ def _model(graph: OpGraph, cluster: Cluster) -> Model:
     """The simulator's model of ``graph`` on ``cluster``, kept for the next call (``_run`` resets
     it); callers hold ``_LOCK`` while they use it."""
     return new_model(graph, cluster)
+
+
+def _costs(graph: OpGraph, compute_time) -> np.ndarray:
+    """``compute_time`` as the graph's own array is (read-only float64), so the compiled loop
+    is the same."""
+    costs = np.array(compute_time, dtype=np.float64)
+    if costs.shape != (graph.num_ops,) or not np.all(np.isfinite(costs) & (costs >= 0)):
+        raise GraphError(f"compute_time must be {graph.num_ops} finite times >= 0, one per op of graph {graph.name!r}")
+    costs.flags.writeable = False
+    return costs
 
 
 def lower_bound(graph: OpGraph, cluster: Cluster) -> float:

@@ -23,7 +23,7 @@ from rlplace.zoo.baechi import default_profile_path
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if p.name != "your_own_model.md")]
 APPS = {"rlplace-compare": "compare", "rlplace-train": "train", "rlplace-profile": "profile",
-        "rlplace-reproduce": "reproduce"}
+        "rlplace-reproduce": "reproduce", "rlplace-calibrate": "calibrate"}
 # Hydra launcher plugins a command may name that are not installed with rlplace (docs/distributed.md)
 PLUGINS = {"ray": "hydra_plugins.hydra_ray_launcher", "submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
            "submitit_local": "hydra_plugins.hydra_submitit_launcher", "joblib": "hydra_plugins.hydra_joblib_launcher"}

@@ -28,6 +28,9 @@ from rlplace.agents.configs import AGENTS, TrainConfig, WarmStartConfig
 from rlplace.agents.loggers import LOGGER_ARGUMENTS, LOGGERS
 from rlplace.apps.beside import MAX_SECONDS
 from rlplace.backends import backend_class, backend_names
+from rlplace.calibration.design import CUTS, HEURISTICS as CALIBRATION_HEURISTICS, MIXING_RATES, design
+from rlplace.calibration.protocol import measure
+from rlplace.calibration.study import study
 from rlplace.distributed import RayBackend
 from rlplace.envs import PlacementEnv
 from rlplace.options import COUNT, FLAG, SEED, Allowed, allowed, default_of, signature_schema
@@ -51,7 +54,7 @@ class Verify:
 
     verify_top_k: Optional[int] = allowed(None, Allowed(int, low=1, null="measure every placement"))
     verify_every: Optional[int] = allowed(None, Allowed(int, low=1, null="at the end only"))
-    verify_recalibrate: bool = allowed(False, FLAG)  # refit the simulator from the measurements (rlplace.calibration)
+    verify_recalibrate: bool = allowed(True, FLAG)  # refit the simulator from the measurements (rlplace.calibration)
 
 
 @dataclass
@@ -162,7 +165,33 @@ class ReproduceApp:
     why_only: bool = allowed(False, FLAG)   # rewrite the recorded run's claim lines with the `why` notes
 
 
-APPS = {"compare": CompareApp, "train": TrainApp, "profile": ProfileApp, "reproduce": ReproduceApp}
+@dataclass
+class CalibrateApp:
+    """rlplace-calibrate: a design of placements measured on a real backend, the simulator fitted
+    to them (rlplace.calibration)."""
+
+    graph: Any = MISSING
+    model: Any = MISSING
+    cluster: Any = MISSING
+    backend: Any = MISSING
+    rounds: int = allowed(default_of(measure, "rounds"), COUNT)  # interleaved; a placement's time: their median
+    warmup: int = allowed(default_of(measure, "warmup"), Allowed(int, low=0))  # measurements thrown away first
+    cuts: List[float] = field(default_factory=lambda: list(CUTS))  # the first fraction of the ops on device 0
+    mixing_rates: List[float] = field(default_factory=lambda: list(MIXING_RATES))  # ops moved off device 0 at random
+    mixing_seeds: int = allowed(default_of(design, "mixing_seeds"), Allowed(int, low=0))  # per mixing rate
+    heuristics: List[str] = field(default_factory=lambda: list(CALIBRATION_HEURISTICS))
+    held_out: float = allowed(default_of(study, "held_out"), Allowed(float, low=0, high=1, open_low=True))
+    cv_folds: int = allowed(5, Allowed(int, low=0))  # cross-validation folds over the non-single placements (0: none)
+    op_type_groups: int = allowed(default_of(study, "op_type_groups"), Allowed(int, low=0))  # own compute factors
+    fit_speeds: bool = allowed(default_of(study, "fit_speeds"), FLAG)  # a speed per device (the first: reference)
+    max_evaluations: int = allowed(default_of(study, "max_evaluations"), COUNT)  # per fit and transfer mode
+    from_run: Optional[str] = None   # an earlier run directory: refit its measurements.json, measure nothing
+    seed: int = allowed(0, SEED)
+    plots: bool = allowed(True, FLAG)  # scatter.png
+
+
+APPS = {"compare": CompareApp, "train": TrainApp, "profile": ProfileApp, "reproduce": ReproduceApp,
+        "calibrate": CalibrateApp}
 
 
 def backend_schema(name: str) -> type:
