@@ -9,7 +9,9 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
 - ``make_run``: the table ``make run`` prints, from experiments/results/make_run.json
   (recorded by experiments/record_make_run.py);
 - ``search``: the search placers on the GNMT profile, medians over seeds at 2,000 evaluations,
-  from experiments/results/bench_search.json (experiments/bench_search.py).
+  from experiments/results/bench_search.json (experiments/bench_search.py);
+- ``sb3``: SB3 PPO and MaskablePPO's greedy policies against random and m-ETF, from
+  experiments/results/sb3_ppo.json (experiments/sb3_ppo.py).
 """
 
 from __future__ import annotations
@@ -51,7 +53,21 @@ def search(results: Path, key: str = "gnmt_profile_mars_p100", budget: int = 200
             f"medians of {len(bench['seeds'])} seeds\n(`experiments/results/bench_search.md`).\n")
 
 
-GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search}
+def sb3(results: Path) -> str:
+    recorded = json.loads((results / "sb3_ppo.json").read_text())
+
+    def one(problem: dict) -> str:
+        base, runs = problem["baselines"], problem["runs"]
+        policies = " and ".join(f"{name} {run['final_greedy'] * 1e3:.1f} ms (best {run['best_greedy'] * 1e3:.1f})"
+                                for name, run in runs.items())
+        return (f"- {problem['num_ops']:,} ops, {problem['steps']:,} steps {problem['start']}: greedy policies at the "
+                f"last rollout's end (best at a rollout's end) "
+                f"{policies}; random {base['random_mean'] * 1e3:.1f} ms (mean), m-ETF {base['m_etf'] * 1e3:.1f} ms")
+
+    return "\n".join(one(p) for p in recorded["problems"]) + "\n\n(`experiments/results/sb3_ppo.md`)\n"
+
+
+GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search, "sb3": sb3}
 
 
 def render(text: str, results: Path) -> str:
