@@ -60,8 +60,8 @@ def sb3(results: Path) -> str:
         base, runs = problem["baselines"], problem["runs"]
         policies = " and ".join(f"{name} {run['final_greedy'] * 1e3:.1f} ms (best {run['best_greedy'] * 1e3:.1f})"
                                 for name, run in runs.items())
-        return (f"- {problem['num_ops']:,} ops, {problem['steps']:,} steps {problem['start']}: greedy policies at the "
-                f"last rollout's end (best at a rollout's end) "
+        return (f"- {problem['num_ops']:,} ops, {problem['steps']:,} steps {problem['start']}: greedy policies after "
+                f"training (best evaluated) "
                 f"{policies}; random {base['random_mean'] * 1e3:.1f} ms (mean), m-ETF {base['m_etf'] * 1e3:.1f} ms")
 
     return "\n".join(one(p) for p in recorded["problems"]) + "\n\n(`experiments/results/sb3_ppo.md`)\n"
