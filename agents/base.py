@@ -71,6 +71,9 @@ class Algorithm(Protocol):
         """One update from samples to gradient step(s); returns statistics to log (loss,
         entropy, baseline, ...)."""
 
+    def seed_baseline(self, reward: float) -> None:
+        """Start the reward baseline at ``reward`` (a warm start's first sample)."""
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume exactly (optimizer, baseline, counters)."""
 

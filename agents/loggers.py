@@ -7,12 +7,12 @@ killed run after its last checkpoint) are dropped."""
 from __future__ import annotations
 
 import csv
-import inspect
 import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
 from rlplace.errors import ConfigError
+from rlplace.options import checked
 
 
 class Logger(Protocol):
@@ -102,20 +102,18 @@ class Tee:
 
 
 LOGGERS = {"csv": CsvLogger, "tensorboard": TensorBoardLogger, "wandb": WandbLogger}
+LOGGER_ARGUMENTS = ("out_dir", "start_step")  # given by the trainer; the others are logger.options
 
 
-def check_logger(name: str, **options) -> None:
+def check_logger(name: str, /, **options) -> None:
     """A ConfigError for an unknown logger or options it does not take, before anything is
     opened (a run checks its logger at the start and opens it once its checkpoint is read)."""
     if name not in LOGGERS:
         raise ConfigError(f"unknown logger {name!r} (known: {', '.join(sorted(LOGGERS))})")
-    try:
-        inspect.signature(LOGGERS[name]).bind(Path(), 0, **options)
-    except TypeError as exc:
-        raise ConfigError(f"logger {name!r}: bad options {sorted(options)} ({exc})") from None
+    checked(LOGGERS[name], options, f"logger {name!r}", skip=LOGGER_ARGUMENTS)
 
 
-def make_logger(name: str, out_dir: Path, start_step: int = 0, **options) -> Logger:
+def make_logger(name: str, out_dir: Path, start_step: int = 0, /, **options) -> Logger:
     """The logger ``name``; besides csv, it and metrics.csv."""
     check_logger(name, **options)
     chosen = LOGGERS[name](Path(out_dir), start_step, **options)

@@ -4,15 +4,21 @@ way: ``rlplace-compare placers=[m_etf,mars:outputs/run/checkpoint.pt]``.
 The placer rebuilds the policy that ``rlplace-train`` saved in its ``checkpoint.pt`` (agent,
 policy options and environment options are stored there), for the graph and cluster it is
 asked to place, loads the trained parameters, and returns the policy's most likely placement
-(``Policy.greedy``). Every parameter must fit: a policy trained on another graph fits only when
+(``Policy.greedy``). Placing the graph and cluster it was trained on, it also keeps what its
+training did there: ``training_curve`` (the best valid step time after each evaluated
+placement) and ``first_placement`` (the first placement evaluated; where a search beside it
+starts). Every parameter must fit: a policy trained on another graph fits only when
 none of its parameters depend on the graph (fine-tune it there with ``init_checkpoint``).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from rlplace.agents.checkpoint import check_fits, read_checkpoint
+import numpy as np
+
+from rlplace.agents.checkpoint import check_fits, problem_identity, read_checkpoint
 from rlplace.agents.policies import POLICIES, make_policy
 from rlplace.agents.trainer import copy_parameters
 from rlplace.backends import SimBackend
@@ -33,11 +39,16 @@ class PolicyPlacer:
         if self.state.agent != agent:
             raise CheckpointError(f"placer {agent}:{checkpoint}: the checkpoint holds a "
                                   f"{self.state.agent!r} policy, not {agent!r}")
+        self.training_curve: list[float] | None = None
+        self.first_placement: Placement | None = None
 
     @classmethod
     def from_spec(cls, spec: str) -> PolicyPlacer:
         agent, _, path = spec.partition(":")
         return cls(agent, path)
+
+    def trained_on(self, graph: OpGraph, cluster: Cluster) -> bool:
+        return self.state.problem == problem_identity(graph, cluster)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         from rlplace.envs import PlacementEnv
@@ -51,4 +62,10 @@ class PolicyPlacer:
                    f"a {self.agent} policy for graph {graph.name}: trained on another graph or cluster?",
                    extra_ok=True)
         copy_parameters(policy, self.state.policy)
+        if self.trained_on(graph, cluster):
+            progress = self.state.progress
+            self.training_curve = np.minimum.accumulate(
+                [t if ok else math.inf for t, ok in zip(progress["step_times"], progress["valid"])]).tolist()
+            first = progress.get("first_actions")
+            self.first_placement = None if first is None else env.units.expand(np.asarray(first))
         return env.units.expand(policy.greedy().cpu().numpy())

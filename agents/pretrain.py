@@ -25,13 +25,7 @@ from pathlib import Path
 import torch
 from torch_geometric.nn import DeepGraphInfomax
 
-
-@dataclass
-class DGIConfig:
-    iterations: int = 1000   # Mars §4.2
-    lr: float = 1e-3         # Adam; Mars gives none, DGI (Veličković et al. §4.2) uses 0.001
-    cache_dir: str | None = "~/.cache/rlplace/dgi"   # None: do not cache
-    seed: int = 0            # corruption permutations
+from rlplace.agents.configs import DGIConfig
 
 
 @dataclass

@@ -14,9 +14,12 @@ evaluates them concurrently; or through the single environment when k = 1. Every
 holds all that the run depends on (policy, optimizer and algorithm state, the sampling
 generator, torch's and numpy's global RNG states, the counters, the best placement and the
 curve): ``resume=True`` continues from it exactly as if the run had not stopped. At the end: ``best_placement.json``
-(evaluated once more by the backend), ``results.json`` and ``training_curve.png`` (with plots on,
-the algorithmic placers' and a local search's simulated step times as lines, computed once at
-the start and kept in the checkpoint, and the lower bound).
+(evaluated once more by the backend), ``first_placement.json`` (the first placement evaluated:
+the warm-start heuristic's with ``first_sample``, else the policy's first sample; a search
+beside the run starts there), ``results.json`` and ``training_curve.png`` (with plots on, the
+algorithmic placers' and a local search's simulated step times as lines, computed once at the
+start and kept in the checkpoint, and the lower bound). With a warm start, results.json names
+the heuristic (``warm_start_placer``) with its simulated step time and OOM.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from rlplace.agents.checkpoint import (Checkpoint, check_fits, first_line, numpy
                                        read_checkpoint, set_numpy_rng_state, write_checkpoint)
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
-from rlplace.agents.warmstart import (WarmStartConfig, behaviour_clone, heuristic_actions,
-                                      seed_with_first_sample)
+from rlplace.agents.configs import TrainConfig
+from rlplace.agents.warmstart import behaviour_clone, heuristic_start, seed_with_first_sample
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
@@ -55,33 +58,8 @@ from rlplace.sim import lower_bound
 from rlplace.verify import VerifyingBackend
 
 CHECKPOINT = "checkpoint.pt"
+FIRST_PLACEMENT = "first_placement.json"  # the run's first evaluated placement (search beside starts there)
 ENV_ID = "rlplace/Placement-v0"
-
-
-@dataclass
-class TrainConfig:
-    agent: str = "hierarchical"
-    policy: dict[str, Any] = field(default_factory=dict)          # the agent's policy options
-    algorithm: str = "reinforce"
-    algorithm_options: dict[str, Any] = field(default_factory=dict)
-    samples: int = 4                    # k placements per update (HP §3: m = 1 grouping, k = 4)
-    env: dict[str, Any] = field(default_factory=dict)             # PlacementEnv options (reward, oom_penalty, ...)
-    budget_placements: int | None = 2000
-    budget_seconds: float | None = None
-    checkpoint_every: int = 50          # updates
-    resume: bool = False
-    stop_after_updates: int | None = None   # stop (as if killed) after this many updates of this run
-    init_checkpoint: str | None = None  # fine-tuning: start from another run's policy weights
-    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
-    seed: int = 0
-    progress: bool = True
-    plots: bool = True
-
-    def __post_init__(self):
-        if self.budget_placements is None and self.budget_seconds is None:
-            raise ConfigError("set a budget: budget.placements and/or budget.seconds")
-        if self.samples < 1 or self.checkpoint_every < 1:
-            raise ConfigError("samples and checkpoint_every must be >= 1")
 
 
 @dataclass
@@ -93,15 +71,18 @@ class Progress:
     elapsed: float = 0.0                # seconds of training, summed over resumed runs
     best_step_time: float = math.inf
     best_actions: list[int] | None = None
+    first_actions: list[int] | None = None  # the first placement evaluated: where a search beside starts
     step_times: list[float] = field(default_factory=list)   # every evaluated placement, in order
     valid: list[bool] = field(default_factory=list)
-    warm_start: dict[str, float] = field(default_factory=dict)
+    warm_start: dict[str, Any] = field(default_factory=dict)
     references: list[dict] = field(default_factory=list)    # the training curve's lines (plots on)
 
     def record(self, actions: np.ndarray, step_time: float, valid: bool) -> None:
         self.evaluated += 1
         self.step_times.append(float(step_time))
         self.valid.append(bool(valid))
+        if self.first_actions is None:
+            self.first_actions = [int(a) for a in actions]
         if valid and step_time < self.best_step_time:
             self.best_step_time, self.best_actions = float(step_time), [int(a) for a in actions]
 
@@ -164,7 +145,8 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
     saved = _resumable(checkpoint, config, graph, cluster) if config.resume else None
     env_options = {"mode": "one_shot", **config.env}
     problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
-    policy = make_policy(config.agent, problem, seed=config.seed, **config.policy)
+    # a policy's own seed (Mars: agent.policy.seed, the run's seed unless set) seeds its weights
+    policy = make_policy(config.agent, problem, **{"seed": config.seed, **config.policy})
     algorithm = make_algorithm(config.algorithm, policy, **config.algorithm_options)
     generator = torch.Generator().manual_seed(config.seed)
     progress = Progress()
@@ -233,12 +215,13 @@ def _warm_start(problem: PlacementEnv, policy, algorithm, config: TrainConfig, p
         if ws.behaviour_cloning or ws.first_sample:
             raise ConfigError("warm_start.behaviour_cloning/first_sample need warm_start.placer (e.g. heft)")
         return
-    placement, actions = heuristic_actions(problem, ws.placer, seed=config.seed, **ws.placer_options)
+    start = heuristic_start(problem, ws.placer, seed=config.seed, **ws.placer_options)
+    progress.warm_start.update(start.as_dict())
     if ws.behaviour_cloning:
-        progress.warm_start.update(behaviour_clone(policy, actions, ws))
+        progress.warm_start.update(behaviour_clone(policy, start.actions, ws))
     if ws.first_sample:
-        result, _ = seed_with_first_sample(problem, algorithm, placement)
-        progress.record(actions.numpy(), result.step_time, problem.is_valid(result))
+        result, _ = seed_with_first_sample(problem, algorithm, start.placement)
+        progress.record(start.actions.numpy(), result.step_time, problem.is_valid(result))
         progress.warm_start["heuristic_step_time"] = result.step_time
 
 
@@ -274,6 +257,9 @@ def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, co
     summary = {**_summary(progress), "greedy_evaluation": greedy.as_dict(), "best_is_greedy": best_is_greedy}
     if hasattr(problem.backend, "retries"):  # a parallel backend: placements re-run after a worker failed
         summary["evaluation_retries"] = problem.backend.retries
+    if progress.first_actions is not None:
+        first = problem.units.expand(np.asarray(progress.first_actions))
+        first.save(out_dir / FIRST_PLACEMENT, problem.graph, problem.cluster)
     if isinstance(problem.backend, VerifyingBackend):  # the best *measured* of the top-k simulated
         verified = problem.backend.finish(problem.graph, problem.cluster)
         summary["verified"] = problem.backend.record()

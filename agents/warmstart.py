@@ -14,13 +14,14 @@ sample through ``extras_for(actions)``; a policy without one needs no extras.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from rlplace.agents.base import Algorithm, Policy
+from rlplace.agents.configs import WarmStartConfig
 from rlplace.errors import ConfigError
 from rlplace.placement import Placement
 from rlplace.placers import make_placer
@@ -28,31 +29,43 @@ from rlplace.placers.search import HEURISTICS, evaluate_rows
 
 
 @dataclass
-class WarmStartConfig:
-    placer: str | None = None           # None: cold start
-    placer_options: dict[str, Any] = field(default_factory=dict)
-    behaviour_cloning: bool = False     # (a)
-    first_sample: bool = False          # (b)
-    bc_steps: int = 300                 # most gradient steps of behaviour cloning (ours)
-    bc_lr: float = 0.01                 # Adam (ours: the RL rate 0.1 overshoots supervised targets)
-    bc_target_accuracy: float = 1.0     # stop once the greedy placement agrees on this share of units
-    bc_check_every: int = 10
+class HeuristicStart:
+    """The heuristic a run warm-starts from: its name, its placement of the problem, that
+    placement as an action (one device per unit) and its simulated step time and OOM."""
+
+    placer: str
+    placement: Placement
+    actions: torch.Tensor
+    step_time: float
+    oom: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"warm_start_placer": self.placer, "warm_start_step_time": self.step_time,
+                "warm_start_oom": self.oom}
+
+
+def heuristic_start(problem, placer: str, seed: int = 0, **options) -> HeuristicStart:
+    """The heuristic's placement of ``problem`` (a PlacementEnv) as an action: one device per
+    unit (the device of the unit's first op), and the op placement that action stands for,
+    simulated. ``placer="best"``: of the placers in ``HEURISTICS``, the one whose action has
+    the best simulated (memory overflow, step time), ties to the earlier one."""
+    if placer == "best" and options:
+        raise ConfigError(f"warm_start.placer=best takes no placer_options, got {sorted(options)}")
+    names = list(HEURISTICS) if placer == "best" else [placer]
+    found = []
+    for name in names:
+        placement = make_placer(name, seed=seed, **options).place(problem.graph, problem.cluster)
+        actions = np.asarray(placement.device_of)[problem.units.first_ops()]
+        found.append((problem.units.expand(actions), torch.as_tensor(actions, dtype=torch.long)))
+    overflow, step = evaluate_rows(problem.graph, problem.cluster, np.stack([p.device_of for p, _ in found]))
+    j = int(np.lexsort((step, overflow))[0])
+    return HeuristicStart(names[j], *found[j], float(step[j]), bool(overflow[j] > 0))
 
 
 def heuristic_actions(problem, placer: str, seed: int = 0, **options) -> tuple[Placement, torch.Tensor]:
-    """The heuristic's placement of ``problem`` (a PlacementEnv) as an action: one device per
-    unit (the device of the unit's first op), and the op placement that action stands for.
-    ``placer="best"``: of the placers in ``HEURISTICS``, the one whose action has the best
-    simulated (memory overflow, step time), ties to the earlier one."""
-    if placer == "best":
-        if options:
-            raise ConfigError(f"warm_start.placer=best takes no placer_options, got {sorted(options)}")
-        found = [heuristic_actions(problem, name, seed) for name in HEURISTICS]
-        overflow, step = evaluate_rows(problem.graph, problem.cluster, np.stack([p.device_of for p, _ in found]))
-        return found[int(np.lexsort((step, overflow))[0])]
-    placement = make_placer(placer, seed=seed, **options).place(problem.graph, problem.cluster)
-    actions = np.asarray(placement.device_of)[problem.units.first_ops()]
-    return problem.units.expand(actions), torch.as_tensor(actions, dtype=torch.long)
+    """(placement, action) of ``heuristic_start``."""
+    start = heuristic_start(problem, placer, seed, **options)
+    return start.placement, start.actions
 
 
 def extras_for(policy: Policy, actions: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -87,11 +100,10 @@ def agreement(policy: Policy, actions: torch.Tensor) -> float:
 
 
 def seed_with_first_sample(problem, algorithm: Algorithm, placement: Placement):
-    """Evaluate the heuristic placement as the first sample; the algorithm's baseline (if it
-    has one) starts at its reward. Returns the backend's result and the reward."""
+    """Evaluate the heuristic placement as the first sample; the algorithm's baseline starts at
+    its reward (every ``Algorithm`` has ``seed_baseline``). Returns the backend's result and the
+    reward."""
     result = problem.evaluate(placement)
     reward = problem.reward_of(result)
-    seed = getattr(algorithm, "seed_baseline", None)
-    if seed is not None:
-        seed(reward)
+    algorithm.seed_baseline(reward)
     return result, reward

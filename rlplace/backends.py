@@ -15,6 +15,7 @@ import numpy as np
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
+from rlplace.options import checked
 from rlplace.placement import Placement
 from rlplace.sim import BatchResult, StepResult, simulate, simulate_many
 
@@ -51,19 +52,26 @@ class SimBackend:
         return simulate_many(graph, cluster, rows)
 
 
-def _tf_backend(**options) -> Backend:
-    from rlplace.tf.backend import TFBackend
+def _tf_backend() -> type:
+    from rlplace.tf.backend import TFBackend  # imports no TensorFlow
 
-    return TFBackend(**options)
+    return TFBackend
 
 
-_BACKENDS: dict[str, Callable[..., Backend]] = {"sim": SimBackend, "tf": _tf_backend}
+_BACKENDS: dict[str, Callable[[], type]] = {"sim": lambda: SimBackend, "tf": _tf_backend}
+
+
+def backend_class(name: str) -> type:
+    """The class of backend ``name``; its constructor's keywords are its options."""
+    if name not in _BACKENDS:
+        raise ConfigError(f"unknown backend {name!r} (known: {', '.join(sorted(_BACKENDS))})")
+    return _BACKENDS[name]()
+
+
+def backend_names() -> list[str]:
+    return sorted(_BACKENDS)
 
 
 def make_backend(name: str, **options) -> Backend:
-    if name not in _BACKENDS:
-        raise ConfigError(f"unknown backend {name!r} (known: {', '.join(sorted(_BACKENDS))})")
-    try:
-        return _BACKENDS[name](**options)
-    except TypeError as exc:
-        raise ConfigError(f"backend {name!r}: bad options {sorted(options)} ({exc})") from None
+    cls = backend_class(name)
+    return cls(**checked(cls, options, f"backend {name!r}"))

@@ -3,7 +3,10 @@
 Transfer time follows the linear model of Baechi, Celeritas and Pesto:
 ``t = latency + bytes * seconds_per_byte``. ``mode`` says whether a device may move several
 tensors at once (``parallel``) or owns one send and one receive channel served first come first
-served (``sequential``, Baechi §3.4). Presets of the papers' machines are Hydra configs in
+served (``sequential``, Baechi §3.4). ``memory_model`` says how buffers are counted
+(``rlplace.schedule.aliases``): ``default`` gives every output its own buffer (DESIGN.md's
+rules); ``tf_reuse`` follows TensorFlow's executor, where an output may share an input's buffer
+(views, in-place forwarding). Presets of the papers' machines are Hydra configs in
 ``conf/cluster/``; ``load_preset`` reads one from Python.
 """
 
@@ -18,6 +21,7 @@ import numpy as np
 from rlplace.errors import ConfigError
 
 COMM_MODES = ("parallel", "sequential")
+MEMORY_MODELS = ("default", "tf_reuse")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class Cluster:
     devices: tuple[Device, ...]
     comm: CommModel = field(default_factory=CommModel)
     name: str = ""
+    memory_model: str = "default"
 
     def __post_init__(self):
         devices = tuple(self.devices)
@@ -86,16 +91,19 @@ class Cluster:
             raise ConfigError(f"duplicate device name {sorted(dup)[0]!r}")
         if not isinstance(self.comm, CommModel):
             raise ConfigError("cluster comm must be a CommModel")
+        if self.memory_model not in MEMORY_MODELS:
+            raise ConfigError(f"cluster memory_model must be one of {MEMORY_MODELS}, got {self.memory_model!r}")
         object.__setattr__(self, "devices", devices)
 
     @classmethod
     def homogeneous(cls, n: int, memory_bytes: int, comm: CommModel | None = None,
-                    speed: float = 1.0, prefix: str = "/device:GPU:", name: str = "") -> Cluster:
+                    speed: float = 1.0, prefix: str = "/device:GPU:", name: str = "",
+                    memory_model: str = "default") -> Cluster:
         """``n`` identical devices named ``prefix0 .. prefix{n-1}``."""
         if not isinstance(n, int) or n < 1:
             raise ConfigError(f"cluster size must be a positive integer, got {n!r}")
         devices = tuple(Device(f"{prefix}{i}", memory_bytes, speed) for i in range(n))
-        return cls(devices, comm if comm is not None else CommModel(), name)
+        return cls(devices, comm if comm is not None else CommModel(), name, memory_model)
 
     @property
     def num_devices(self) -> int:

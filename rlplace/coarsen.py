@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from rlplace.cluster import CommModel
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
@@ -251,11 +252,29 @@ def _union_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return connected_components(adj, directed=False)[1].astype(np.int64)
 
 
-def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: bool = True) -> np.ndarray:
+COPLACEMENT_RULES = ("paper", "cost")
+
+
+def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: bool = True,
+                       rule: str = "paper", comm: CommModel | None = None, ratio: float = 0.1) -> np.ndarray:
     """One label per op; ops with equal labels must share a device (Baechi §3.1-3.2).
 
     ``colocation``: the ops of a TensorFlow colocation group. ``coplacement``: a forward op
     whose output feeds one forward op only joins it, and a backward op joins its forward op.
+
+    ``rule="paper"`` is §3.2's single-successor rule as written. It ignores what the reader
+    waits for and what the ops cost: a reader with several inputs whose producers all feed it only
+    pulls them all onto one device, where they run one after another instead of side by side, and
+    the set's device is chosen when its first op is ready (§3.1's co-adjusting), before the
+    reader's other inputs are known. On layered random DAGs this makes m-ETF 12% slower than
+    without co-placement (geometric mean, up to 30%; experiments/results/coplacement.md).
+    ``rule="cost"`` keeps §3.2's case (i) as its text motivates it, "operators whose computation
+    times are much shorter than their communication times": an op joins its only reader when its
+    compute is at most ``ratio`` (0.1: an order of magnitude, "much shorter") times the time its
+    outputs take to send with ``comm``, or when every other input of the reader comes from such
+    cheap ops (the reader waits for the op anyway, so joining loses no parallelism and saves the
+    transfer). Without ``comm`` only the second case applies.
+
     Only data edges count as uses of an output: a control edge carries no tensor, so co-placing
     along it saves no transfer (every optimizer update has one to the train op, which would
     otherwise join all variables into one group). The single-successor rule looks at the forward
@@ -279,12 +298,42 @@ def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: boo
         np.minimum.at(lo, src, dst)
         np.maximum.at(hi, src, dst)
         single = np.flatnonzero(lo == hi)  # every out-edge goes to one op
+        if rule == "cost":
+            if not ratio > 0:
+                raise ConfigError(f"coplacement ratio must be > 0, got {ratio!r}")
+            single = single[_coplacement_saves(graph, single, lo[single], use, comm, ratio)]
+        elif rule not in COPLACEMENT_RULES:
+            raise ConfigError(f"coplacement rule must be one of {COPLACEMENT_RULES}, got {rule!r}")
         a.append(single)
         b.append(lo[single])
         backward = np.flatnonzero(graph.forward_op >= 0)
         a.append(backward)
         b.append(graph.forward_op[backward])
     return _union_labels(n, np.concatenate(a), np.concatenate(b))
+
+
+def _coplacement_saves(graph: OpGraph, op: np.ndarray, reader: np.ndarray, use: np.ndarray,
+                       comm: CommModel | None, ratio: float) -> np.ndarray:
+    """For each ``op`` whose counted outputs (``use``: per edge) all go to ``reader``, whether
+    ``rule="cost"`` joins them (``coplacement_labels``): the op is cheap (its compute at most
+    ``ratio`` times the transfer time of its outputs with ``comm``), or every other data input of
+    the reader comes from cheap ops (a TensorFlow colocation group counts as one producer)."""
+    n = graph.num_ops
+    unit = np.arange(n)
+    for ops in graph.colocation_groups.values():
+        unit[ops] = ops[0]
+    cheap = np.zeros(n, dtype=bool)
+    if comm is not None:
+        out = np.unique(graph.edge_tensor[use])
+        send = np.zeros(n)  # its outputs to the reader, one after another
+        np.add.at(send, graph.tensor_src[out],
+                  np.asarray(comm.transfer_time(graph.tensor_bytes[out]), dtype=np.float64).reshape(-1))
+        cheap[op] = graph.compute_time[op] <= ratio * send[op]
+    data = np.flatnonzero(graph.edge_src_output >= 0)
+    src, dst = graph.edge_src[data], graph.edge_dst[data]
+    pairs = np.unique(np.column_stack([unit[src], dst])[~cheap[src]], axis=0)
+    costly = np.bincount(pairs[:, 1], minlength=n)  # per reader: producers that are not cheap
+    return cheap[op] | (costly[reader] <= 1)
 
 
 FUSION_RULES = ("lossless", "degree")
@@ -494,17 +543,22 @@ class GraphOptimizer:
     ``colocation`` keeps TensorFlow colocation groups on one device, ``coplacement`` adds the
     co-placement sets of §3.2, ``fusion`` contracts edges inside those sets (``fuse``:
     ``fusion_rule`` "lossless", the default, or §3.3's "degree" rule, which ``fusion_exact_check``
-    extends with the path check). The result's ``coplace`` labels become the colocation groups
-    of its quotient, which placers co-adjust (§3.1)."""
+    extends with the path check). ``coplacement_rule``: "paper" (§3.2 as written, the default) or
+    "cost" (``coplacement_labels``, with ``coplacement_ratio``). The result's ``coplace`` labels
+    become the colocation groups of its quotient, which placers co-adjust (§3.1)."""
 
     colocation: bool = True
     coplacement: bool = True
     fusion: bool = True
     fusion_exact_check: bool = False
     fusion_rule: str = "lossless"
+    coplacement_rule: str = "paper"  # or "cost" (``coplacement_labels``)
+    coplacement_ratio: float = 0.1
 
-    def optimize(self, graph: OpGraph) -> CoarseGraph:
-        labels = coplacement_labels(graph, self.colocation, self.coplacement)
+    def optimize(self, graph: OpGraph, comm: CommModel | None = None) -> CoarseGraph:
+        """The grouping of ``graph``; ``comm``: the interconnect, for the "cost" co-placement rule."""
+        labels = coplacement_labels(graph, self.colocation, self.coplacement, self.coplacement_rule, comm,
+                                    self.coplacement_ratio)
         if self.fusion:
             return fuse(graph, labels, self.fusion_exact_check, self.fusion_rule)
         return CoarseGraph(graph, np.arange(graph.num_ops), labels)

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlplace.errors import ConfigError, RlplaceError
+from rlplace.options import first_line
 
 
 def preset_names(group: str) -> list[str]:
@@ -41,11 +42,6 @@ def instantiate_node(cfg: DictConfig, key: str):
         cause = exc.__cause__
         if isinstance(cause, RlplaceError):
             raise cause from None
-        raise ConfigError(f"{key}: {_first_line(cause if cause is not None else exc)}") from None
+        raise ConfigError(f"{key}: {first_line(cause if cause is not None else exc)}") from None
     except OmegaConfBaseException as exc:
-        raise ConfigError(f"{key}: {_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    """OmegaConf appends ``full_key``/``object_type`` lines; the first line says it all."""
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{key}: {first_line(exc)}") from None

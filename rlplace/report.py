@@ -237,30 +237,43 @@ def _reference_lines(ax, records: Sequence[dict], top: float, taken: Sequence[in
             ax.plot([], [], " ", label=label + " (off the axis)")
 
 
-def plot_curves(records: Sequence[dict], lower_bound: float, path: str | Path, title: str = "") -> None:
-    """Best step time against placements evaluated for every record with a ``curve`` (search
-    placers, learned placers), the other placers' step times as horizontal lines, and the
-    lower bound as a dashed line. The step-time axis ends a little above the slowest curve's
-    start, so placers far slower than every search are listed (with their step times) but not
-    drawn."""
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    curves = [np.asarray(r["curve"]) * 1e3 for r in records if r.get("curve")]
-    top = 1.15 * max(float(c[0]) for c in curves) if curves else np.inf
-    searches = [r for r in records if r.get("curve")]
-    for k, r in enumerate(searches):
-        curve = np.asarray(r["curve"]) * 1e3
-        ax.step(np.arange(1, len(curve) + 1), curve, where="post", color=f"C{k % 10}", linewidth=2,
-                label=r["placer"])
-    _reference_lines(ax, [r for r in records if not r.get("curve")], top, taken=range(len(searches)))
+def curve_xy(curve: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """(placements evaluated, best step time) of a curve given as one best step time per
+    evaluation, or as ``[placements evaluated, best step time]`` points (a step plot's corners);
+    points with no valid placement yet (infinite) are left out."""
+    a = np.asarray(curve, dtype=float)
+    x, y = (a[:, 0], a[:, 1]) if a.ndim == 2 else (np.arange(1, len(a) + 1, dtype=float), a)
+    keep = np.isfinite(y)
+    return x[keep], y[keep]
+
+
+def draw_curves(ax, records: Sequence[dict], lower_bound: float) -> None:
+    """Onto ``ax``: best step time against placements evaluated for every record with a
+    ``curve`` (``curve_xy``: search placers, learned placers), the other records' step times as
+    horizontal lines, and the lower bound as a dashed line. The step-time axis ends a little
+    above the slowest curve's start, so placers far slower than every curve are listed (with
+    their step times) but not drawn."""
+    curves = [(r, *curve_xy(r["curve"])) for r in records if r.get("curve")]
+    curves = [(r, x, y * 1e3) for r, x, y in curves if len(y)]
+    top = 1.15 * max(float(y[0]) for _, _, y in curves) if curves else np.inf
+    for k, (r, x, y) in enumerate(curves):
+        ax.step(x, y, where="post", color=f"C{k % 10}", linewidth=2, label=r["placer"])
+    _reference_lines(ax, [r for r in records if not r.get("curve")], top, taken=range(len(curves)))
     ax.axhline(lower_bound * 1e3, color="k", linestyle="dashed", linewidth=1, label="lower bound")
     if curves:
         ax.set_ylim(0.97 * lower_bound * 1e3, top)
     ax.set_xscale("log")
     ax.set_xlabel("placements evaluated")
     ax.set_ylabel("step time (ms)")
-    ax.set_title(title or "Best step time against placements evaluated")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def plot_curves(records: Sequence[dict], lower_bound: float, path: str | Path, title: str = "") -> None:
+    """Write the chart of ``draw_curves`` to ``path``."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    draw_curves(ax, records, lower_bound)
+    ax.set_title(title or "Best step time against placements evaluated")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

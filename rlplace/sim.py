@@ -15,6 +15,9 @@ It follows Baechi's execution simulator (Baechi §4.2), made precise in DESIGN.m
   finished and, on the producer's device, until its outgoing transfers are done; a received copy
   from its transfer's start until its last reader there has finished. Outputs nothing reads are
   freed when their producer ends. Peak memory above a device's size is an OOM for that device.
+  With the cluster's ``memory_model = "tf_reuse"`` an output may share an input's buffer
+  (``rlplace.schedule.aliases``): it takes no bytes of its own and the buffer is held until the
+  readers and transfers of every tensor sharing it are done.
 * The step time is the finish time of the last op or transfer.
 
 Events at one instant are all handled (op ends, then transfer ends, then transfer starts, each by
@@ -94,7 +97,8 @@ def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False, p
 
     ``partial=True``: ops on device -1 are not placed yet and left out, as in the graph induced
     by the placed ops (an input from an unplaced op is there from the start; a tensor read only
-    by unplaced ops is freed when its producer ends); in the schedule they start and end at 0."""
+    by unplaced ops is freed when its producer ends; with ``tf_reuse``, an output that would
+    share an unplaced op's buffer counts no bytes); in the schedule they start and end at 0."""
     dev = _device_array(graph, cluster, placement, partial)
     with _LOCK:
         m = _model(graph, cluster)
@@ -202,8 +206,12 @@ def _run(m, dev):  # pragma: no cover - compiled
             placed += 1
             for k in range(g.in_ptr[i], g.in_ptr[i + 1]):
                 pending[i] += dev[g.edge_src[g.in_edges[k]]] >= 0
-    hold = np.zeros(ntensor, dtype=np.int64)  # local readers + transfers keeping a producer's copy
-    x_ref = np.zeros(len(g.edge_src), dtype=np.int64)  # readers still needing a received copy
+    # Buffers: a producer's copy of tensor t is buffer t, unless t shares an input's buffer;
+    # the copy received by transfer x is buffer ntensor + x.
+    buf = np.empty(ntensor, dtype=np.int64)  # the buffer of each tensor on its producer's device
+    hold = np.zeros(ntensor + len(g.edge_src), dtype=np.int64)  # readers and transfers keeping a buffer
+    buf_bytes = np.zeros(ntensor + len(g.edge_src), dtype=np.int64)
+    buf_start = np.zeros(ntensor + len(g.edge_src))  # when it was allocated
     memory.live[:] = 0
     memory.instant[:] = 0
     for i in range(n):
@@ -255,29 +263,24 @@ def _run(m, dev):  # pragma: no cover - compiled
                 running[d] = False
                 done += 1
                 free(memory, d, g.free_at_end[i], ops.start[i], t)
-                for k in range(g.in_ptr[i], g.in_ptr[i + 1]):  # release the inputs
-                    e = g.in_edges[k]
-                    tensor = g.edge_tensor[e]
-                    if dev[g.edge_src[e]] < 0:
-                        continue
-                    if dev[g.edge_src[e]] == d:
-                        hold[tensor] -= 1
-                        if hold[tensor] == 0:
-                            free(memory, d, g.held_bytes[tensor], ops.start[g.edge_src[e]], t)
-                    else:
-                        x = sent.of[tensor * ndev + d]
-                        x_ref[x] -= 1
-                        if x_ref[x] == 0:
-                            free(memory, d, g.recv_bytes[tensor], transfers.start[x], t)
                 for tensor in range(g.op_tensor_ptr[i], g.op_tensor_ptr[i + 1]):  # deliver outputs
-                    holders = 0
+                    b = tensor
+                    a = g.shared[tensor]
+                    if a < 0 or dev[g.tensor_src[a]] < 0:
+                        buf_bytes[b] = g.held_bytes[tensor]
+                        buf_start[b] = ops.start[i]
+                    elif dev[g.tensor_src[a]] == d:
+                        b = buf[a]
+                    else:
+                        b = ntensor + sent.of[a * ndev + d]
+                    buf[tensor] = b
                     for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
                         c = g.edge_dst[e]
                         dc = dev[c]
                         if dc < 0:
                             continue
                         if dc == d:
-                            holders += 1
+                            hold[b] += 1
                             pending[c] -= 1
                             if pending[c] == 0:
                                 rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
@@ -285,16 +288,26 @@ def _run(m, dev):  # pragma: no cover - compiled
                             x = sent.of[tensor * ndev + dc]
                             if x < 0:
                                 x = book_transfer(transfers, sent, channels, tensor, d, dc, t, g.xfer_time[tensor])
-                                holders += 1
+                                hold[b] += 1
+                                buf_bytes[ntensor + x] = g.recv_bytes[tensor]
+                                buf_start[ntensor + x] = transfers.start[x]
                                 if transfers.start[x] > t:
                                     esize = push(ef, ei, 0, esize, transfers.start[x], _XFER_START * kind_base + x)
                                 else:
                                     alloc(memory, dc, g.recv_bytes[tensor])
                                     esize = push(ef, ei, 0, esize, transfers.end[x], _XFER_END * kind_base + x)
-                            x_ref[x] += 1
-                    hold[tensor] = holders
-                    if holders == 0 and g.tensor_ptr[tensor + 1] > g.tensor_ptr[tensor]:  # read by unplaced ops only
-                        free(memory, d, g.held_bytes[tensor], ops.start[i], t)
+                            hold[ntensor + x] += 1
+                    if b == tensor and hold[b] == 0 and g.tensor_ptr[tensor + 1] > g.tensor_ptr[tensor]:
+                        free(memory, d, buf_bytes[b], buf_start[b], t)  # read by unplaced ops only
+                for k in range(g.in_ptr[i], g.in_ptr[i + 1]):  # release the inputs
+                    e = g.in_edges[k]
+                    tensor = g.edge_tensor[e]
+                    if dev[g.edge_src[e]] < 0:
+                        continue
+                    b = buf[tensor] if dev[g.edge_src[e]] == d else ntensor + sent.of[tensor * ndev + d]
+                    hold[b] -= 1
+                    if hold[b] == 0:
+                        free(memory, d, buf_bytes[b], buf_start[b], t)
             elif kind == _XFER_START:
                 x = ident
                 alloc(memory, transfers.device[x], g.recv_bytes[transfers.tensor[x]])
@@ -303,10 +316,10 @@ def _run(m, dev):  # pragma: no cover - compiled
                 x = ident
                 tensor = transfers.tensor[x]
                 dc = transfers.device[x]
-                hold[tensor] -= 1
-                if hold[tensor] == 0:
-                    src = g.tensor_src[tensor]
-                    free(memory, dev[src], g.held_bytes[tensor], ops.start[src], t)
+                b = buf[tensor]
+                hold[b] -= 1
+                if hold[b] == 0:
+                    free(memory, dev[g.tensor_src[tensor]], buf_bytes[b], buf_start[b], t)
                 for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
                     c = g.edge_dst[e]
                     if dev[c] == dc:

@@ -31,6 +31,23 @@ def random_dags(draw, max_ops=14):
     return OpGraph.from_records(ops, edges, name="random")
 
 
+OP_TYPES = ["MatMul", "Identity", "Relu", "AddV2", "AddN", "Conv2D"]
+
+
+@st.composite
+def typed_dags(draw, max_ops=14, op_types=tuple(OP_TYPES), sizes=(0, 8, 8, 16), times=(0.0, 0.5, 1.0, 2.5)):
+    """Random DAGs of TensorFlow op types with few output sizes (0: an output a profile saw
+    unallocated), so that outputs share input buffers under the tf_reuse memory model."""
+    n = draw(st.integers(1, max_ops))
+    ops = [op(f"n{i}", compute_time=draw(st.sampled_from(times)),
+              out=[draw(st.sampled_from(sizes))], temporary=draw(st.integers(0, 4)),
+              persistent=draw(st.integers(0, 4)), op_type=draw(st.sampled_from(op_types))) for i in range(n)]
+    shape = [draw(st.sampled_from([8, 16])) for _ in range(n)]  # the tensor's size, when output_bytes is 0
+    pairs = draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
+    edges = [(f"n{i}", f"n{j}", ops[i]["output_bytes"][0] or shape[i]) for i, j in sorted(pairs) if i < j]
+    return OpGraph.from_records(ops, edges, name="typed")
+
+
 @pytest.fixture(scope="session")
 def baechi_profile() -> Path:
     path = default_profile_path()

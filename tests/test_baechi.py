@@ -251,3 +251,42 @@ def test_memory_rounds_reuse_the_optimizer_and_the_lp(monkeypatch):
     assert rounds > 1 and calls["lp"] == 1 and calls["optimizer"] == 1
     placer.place(g, tiny)  # a new call computes them again
     assert calls == {"lp": 2, "optimizer": 2, "rounds": 2 * rounds}
+
+
+def _variable_group_graph() -> OpGraph:
+    """x (2 s) makes a 10-byte tensor; the colocation group {w, f, g}: the variable w (a source,
+    no compute), f reading x only, g reading f and w."""
+    ops = [op("x", 2.0, [10]), op("w", 0.0, [1], colocation_group="v"), op("f", 1.0, [1], colocation_group="v"),
+           op("g", 1.0, [1], colocation_group="v")]
+    return OpGraph.from_records(ops, [("x", "f", 10), ("f", "g", 1), ("w", "g", 1)])
+
+
+@pytest.mark.parametrize("name", SCHEDULERS)
+def test_deferred_sources_let_the_group_follow_its_inputs(name):
+    """§3.1 puts the group where its first op goes: w, ready at time 0 while x runs on device 0,
+    takes the group to the idle device 1, and f then waits for x's tensor (4 s to send):
+    step 2 + 4 + 1 + 1 = 8. With ``defer_sources`` w waits until f decides the group's device:
+    f runs after x on device 0, no transfer, step 4."""
+    g, c = _variable_group_graph(), _units(2, 10**9, 4.0)
+    literal = make_placer(name, **OFF).place(g, c)
+    assert literal.device_of[g.index["w"]] != literal.device_of[g.index["x"]]
+    assert simulate(g, c, literal).step_time == pytest.approx(8.0)
+    deferred = make_placer(name, defer_sources=True, **OFF).place(g, c)
+    assert len(set(deferred.device_of.tolist())) == 1
+    assert simulate(g, c, deferred).step_time == pytest.approx(4.0)
+
+
+@given(g=random_dags(), seed=st.integers(0, 2**16), mode=st.sampled_from(["parallel", "sequential"]))
+def test_deferred_sources_place_every_op_and_keep_groups(g, seed, mode):
+    """Where every ready op is a waiting source (a group whose members all need one), they go
+    as usual: every op is placed, no group is split, the own schedule is a schedule of it."""
+    rng = np.random.default_rng(seed)
+    g = _with_colocation(g, rng.integers(-2, 3, g.num_ops))
+    c = _units(3, 10**9, 0.5, mode)
+    for name in SCHEDULERS:
+        placer = make_placer(name, defer_sources=True, **OFF)
+        device = placer.place(g, c).device_of
+        assert np.all((device >= 0) & (device < 3))
+        for ops in g.colocation_groups.values():
+            assert len(set(device[ops].tolist())) == 1
+        np.testing.assert_array_equal(placer.own_schedule.op_device, device)

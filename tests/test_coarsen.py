@@ -4,9 +4,13 @@ import pytest
 from conftest import op, random_dags
 from hypothesis import given, strategies as st
 
+from rlplace.cluster import Cluster, CommModel
 from rlplace.coarsen import (CoarseGraph, GraphOptimizer, backward_ops, coplacement_labels, follow_forward,
                              forward_part, fuse)
+from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
+from rlplace.placers import make_placer
+from rlplace.sim import simulate
 from rlplace.zoo import layered, linear_regression
 
 
@@ -145,3 +149,65 @@ def test_forward_part_and_follow_forward():
     assert device[i["ErrorGrad"]] == device[i["Loss"]]
     for ops in g.colocation_groups.values():
         assert len(set(device[ops].tolist())) == 1
+
+
+# ------------------------------------------------------------------------------ co-placement rules
+def _coplacement_graph() -> OpGraph:
+    """a and b (long compute) feed only c; shape (tiny compute) and x feed only r; y feeds only z,
+    whose only input it is. Outputs of 10 MB: 1 ms to send at 10 GB/s."""
+    mb10 = [10**7]
+    ops = [op("a", 2e-3, mb10), op("b", 2e-3, mb10), op("c", 1e-3, mb10), op("shape", 1e-5, mb10),
+           op("x", 2e-3, mb10), op("r", 1e-3, mb10), op("y", 2e-3, mb10), op("z", 1e-3, mb10)]
+    return OpGraph.from_records(ops, [("a", "c", 10**7), ("b", "c", 10**7), ("shape", "r", 10**7),
+                                      ("x", "r", 10**7), ("y", "z", 10**7)])
+
+
+def test_cost_coplacement_keeps_parallel_producers_apart():
+    """§3.2's rule as written joins every op whose output feeds one op only; the "cost" rule
+    joins an op only if it is cheap (compute <= 0.1 x its transfer) or the reader waits for it
+    anyway (its other inputs are all cheap), so a and b still run side by side."""
+    g = _coplacement_graph()
+    i = g.index
+    comm = CommModel(0.0, 1e-10)
+    paper = coplacement_labels(g, rule="paper")
+    assert paper[i["a"]] == paper[i["b"]] == paper[i["c"]]
+    cost = coplacement_labels(g, rule="cost", comm=comm)
+    assert len({cost[i["a"]], cost[i["b"]], cost[i["c"]]}) == 3
+    assert cost[i["shape"]] == cost[i["r"]] == cost[i["x"]]  # shape is cheap; r waits for x anyway
+    assert cost[i["y"]] == cost[i["z"]]
+    # a slower link makes a and b cheap beside their transfer: they join c as the paper's rule does
+    slow = coplacement_labels(g, rule="cost", comm=CommModel(0.0, 1e-8))
+    assert slow[i["a"]] == slow[i["b"]] == slow[i["c"]]
+    # without an interconnect only the second case applies: shape no longer counts as cheap
+    bare = coplacement_labels(g, rule="cost")
+    assert bare[i["shape"]] != bare[i["r"]] and bare[i["x"]] != bare[i["r"]] and bare[i["y"]] == bare[i["z"]]
+
+
+def test_coplacement_rule_and_ratio_are_checked():
+    g = _coplacement_graph()
+    with pytest.raises(ConfigError, match="coplacement rule"):
+        coplacement_labels(g, rule="greedy")
+    with pytest.raises(ConfigError, match="ratio"):
+        coplacement_labels(g, rule="cost", ratio=0.0)
+
+
+def test_cost_coplacement_does_not_make_the_list_schedulers_slower_on_layered_dags():
+    """m-ETF and m-SCT with the graph optimizer on ("cost" co-placement, fusion) vs off, on 30
+    layered random DAGs of 120 ops, 4 devices, sequential 134 µs + 0.1754 ns/B transfers (the
+    setting of experiments/placer_quality.py): 60 pairs.
+
+    No per-graph bound holds: changing every op's compute time by up to 1% already moves m-ETF's
+    step by -9% to +10% on layered DAGs of 200 and 1,000 ops (experiments/results/coplacement.md), so one graph's
+    ratio says little. The bound is on the geometric mean of on/off: its standard error over these
+    60 pairs is 1.0%, so 1.04 is three standard errors above no effect. §3.2's rule as written
+    gives 1.13 here (the test fails with it); the "cost" rule 1.01."""
+    c = Cluster.homogeneous(4, 2**50, CommModel(134e-6, 1.754e-10, "sequential"))
+    ratios = []
+    for seed in range(30):
+        g = layered(120, width=16, max_fan_in=3, skip_prob=0.0, compute_mean=4e-4, compute_cv=1.5,
+                    output_bytes_mean=1e6, bytes_cv=2.0, seed=seed)
+        for name in ("m_etf", "m_sct"):
+            off = simulate(g, c, make_placer(name, coplacement=False, fusion=False).place(g, c)).step_time
+            on = simulate(g, c, make_placer(name, coplacement_rule="cost").place(g, c)).step_time
+            ratios.append(on / off)
+    assert np.exp(np.log(ratios).mean()) <= 1.04

@@ -116,6 +116,16 @@ def test_every_table_runs_in_smoke_mode(table, tmp_path, graph_cache, monkeypatc
     assert results["table"] == table and len(results["claims"]) == len(out.verdicts)
     for figure in out.figures:
         assert (tmp_path / figure).stat().st_size > 0
+    learned = [r for r in results["records"] if "run_dir" in r]
+    beside = [r for r in results["records"] if r.get("beside")]
+    if table in ("hp_table2",):  # the search goes beside the learned grouping only
+        learned = [r for r in learned if r["placer"] == "hierarchical"]
+    assert len(beside) == 2 * len(learned)  # a local search at equal evaluations and at equal wall time
+    for r in learned:
+        evals = next(b for b in beside if b["beside"] == r["placer"] and b["model"] == r["model"]
+                     and b["budget"] == "equal evaluations")
+        assert evals["search"]["evaluations"] == r["evaluated"]
+    assert ("Local search beside each learned run" in text) == bool(learned)
 
 
 def test_learned_runs_are_read_back_when_finished_and_continued_when_the_budget_grows(tmp_path, monkeypatch):

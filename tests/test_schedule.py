@@ -1,8 +1,9 @@
 """The execution model shared by the simulator and the list-scheduling placers.
 
 Readable oracles, in plain Python from DESIGN.md and Baechi §2.3: ``literal_simulate`` (the
-simulator's event loop) and ``literal_m_etf`` (the list scheduler). The compiled versions must
-give the same schedules; m-ETF's own schedule must be what the simulator says of its placement.
+simulator's event loop, under either memory model) and ``literal_m_etf`` (the list scheduler).
+The compiled versions must give the same schedules; m-ETF's own schedule must be what the
+simulator says of its placement.
 """
 
 import heapq
@@ -10,7 +11,7 @@ import heapq
 import numpy as np
 from hypothesis import given, strategies as st
 
-from conftest import op, random_dags
+from conftest import op, random_dags, typed_dags
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
@@ -18,8 +19,9 @@ from rlplace.schedule import memory_peaks
 from rlplace.sim import lower_bound, simulate, simulate_many
 
 
-def cluster(n, mode, memory=10**9, latency=0.5, seconds_per_byte=0.05):
-    return Cluster(tuple(Device(f"d{i}", memory) for i in range(n)), CommModel(latency, seconds_per_byte, mode))
+def cluster(n, mode, memory=10**9, latency=0.5, seconds_per_byte=0.05, memory_model="default"):
+    return Cluster(tuple(Device(f"d{i}", memory) for i in range(n)), CommModel(latency, seconds_per_byte, mode),
+                   memory_model=memory_model)
 
 
 @st.composite
@@ -56,7 +58,8 @@ def literal_peaks(g: OpGraph, ndev: int, buffers: list[tuple[int, int, float, fl
 
 
 def literal_simulate(g: OpGraph, c: Cluster, device: list[int]):
-    """DESIGN.md's simulator, step by step: returns op starts, op ends, peak memory."""
+    """DESIGN.md's simulator, step by step: returns op starts, op ends, peak memory (under the
+    cluster's memory model)."""
     n, ndev, seq = g.num_ops, c.num_devices, c.comm.mode == "sequential"
     xtime = [float(c.comm.transfer_time(b)) for b in g.tensor_bytes]
     missing = {i: len(inputs(g, i)) for i in range(n)}
@@ -106,24 +109,63 @@ def literal_simulate(g: OpGraph, c: Cluster, device: list[int]):
                         missing[reader] -= 1
                         if missing[reader] == 0:
                             heapq.heappush(ready[d], (t, reader))
-    return start, end, literal_peaks(g, ndev, literal_buffers(g, device, start, end, transfers))
+    shared = literal_shared(g) if c.memory_model == "tf_reuse" else {}
+    return start, end, literal_peaks(g, ndev, literal_buffers(g, device, start, end, transfers, shared))
 
 
-def literal_buffers(g, device, start, end, transfers):
-    """Every buffer (device, bytes, from, to) of a schedule, by DESIGN.md's memory rules."""
-    buffers = [(device[i], int(g.persistent_bytes[i]), -1.0, np.inf) for i in range(g.num_ops)]
-    buffers += [(device[i], int(g.temporary_bytes[i] + g.unread_output_bytes[i]), start[i], end[i])
+def literal_shared(g: OpGraph) -> dict[int, int]:
+    """rlplace.schedule.aliases' rules for TensorFlow's buffers: tensor -> the input tensor whose
+    buffer it shares. An output of a view op, an output the graph gives no bytes, or an output of
+    an in-place kernel whose input has no other reader and shares nothing, takes the buffer of
+    the first input of the same size (not 0) that is a step's allocation (bytes of its own, or a
+    share of one), inputs it alone reads first."""
+    from rlplace.schedule.aliases import IN_PLACE_OPS, VIEW_OPS
+
+    shared, allocated = {}, {}
+    for t in range(len(g.tensor_src)):
+        i, port = int(g.tensor_src[t]), int(g.tensor_port[t])
+        allocated[t] = port >= 0 and g.output_bytes[i][port] > 0
+        if port < 0 or g.tensor_bytes[t] == 0:
+            continue
+        kind = g.op_type[i]
+        alone_first = sorted(inputs(g, i), key=lambda input: g.tensor_ptr[input[1] + 1] - g.tensor_ptr[input[1]] != 1)
+        for _, a in alone_first:
+            if g.tensor_port[a] < 0 or g.tensor_bytes[a] != g.tensor_bytes[t] or not allocated[a]:
+                continue
+            alone = g.tensor_ptr[a + 1] - g.tensor_ptr[a] == 1 and a not in shared
+            if kind in VIEW_OPS or g.output_bytes[i][port] == 0 or (kind in IN_PLACE_OPS and alone):
+                shared[t], allocated[t] = a, True
+                break
+    return shared
+
+
+def literal_buffers(g, device, start, end, transfers, shared=None):
+    """Every buffer (device, bytes, from, to) of a schedule, by DESIGN.md's memory rules; with
+    ``shared`` (tensor -> input tensor, TensorFlow's rules), a tensor that shares an input's
+    buffer has none of its own and keeps the shared one (its producer's or the copy received on
+    its device) until its own readers and transfers are done."""
+    shared = shared or {}
+    buffers = [[device[i], int(g.persistent_bytes[i]), -1.0, np.inf] for i in range(g.num_ops)]
+    buffers += [[device[i], int(g.temporary_bytes[i] + g.unread_output_bytes[i]), start[i], end[i]]
                 for i in range(g.num_ops)]
+    copy = {}  # (tensor, device) -> its buffer there
     for tensor, src in enumerate(g.tensor_src):
         readers = [int(g.edge_dst[e]) for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1])]
         held = [end[r] for r in readers if device[r] == device[src]]
         held += [x_end for tt, _, _, x_end in transfers if tt == tensor]
-        buffers.append((device[src], int(g.tensor_output_bytes[tensor]), start[src], max(held)))
+        if tensor in shared:
+            mine = copy[shared[tensor], device[src]]
+            mine[3] = max(mine[3], max(held))
+        else:
+            mine = [device[src], int(g.tensor_output_bytes[tensor]), start[src], max(held)]
+            buffers.append(mine)
+        copy[tensor, device[src]] = mine
         for tt, d, x_start, _ in transfers:
             if tt == tensor and g.tensor_port[tensor] >= 0:
                 last = max(end[r] for r in readers if device[r] == d)
-                buffers.append((d, int(g.tensor_bytes[tensor]), x_start, last))
-    return buffers
+                copy[tensor, d] = [d, int(g.tensor_bytes[tensor]), x_start, last]
+                buffers.append(copy[tensor, d])
+    return [tuple(b) for b in buffers]
 
 
 def literal_m_etf(g: OpGraph, c: Cluster):
@@ -176,6 +218,19 @@ def test_simulator_is_the_literal_event_loop(g, ndev, mode, data):
     assert memory_peaks(g, ndev, r.schedule).tolist() == peaks
 
 
+@given(typed_dags(), st.integers(1, 3), st.sampled_from(["parallel", "sequential"]), st.data())
+def test_tf_reuse_simulation_is_the_literal_event_loop(g, ndev, mode, data):
+    c = cluster(ndev, mode, memory_model="tf_reuse")
+    device = data.draw(st.lists(st.integers(0, ndev - 1), min_size=g.num_ops, max_size=g.num_ops))
+    r = simulate(g, c, np.array(device), trace=True)
+    start, end, peaks = literal_simulate(g, c, device)
+    np.testing.assert_array_equal(r.schedule.op_start, start)
+    assert r.peak_memory.tolist() == peaks
+    assert memory_peaks(g, ndev, r.schedule, "tf_reuse").tolist() == peaks
+    batch = simulate_many(g, c, np.array([device]))
+    assert batch.peak_memory[0].tolist() == peaks
+
+
 @given(random_dags(), st.integers(1, 3), st.sampled_from(["parallel", "sequential"]), st.data())
 def test_batched_simulation_equals_one_by_one(g, ndev, mode, data):
     c = cluster(ndev, mode)
@@ -222,6 +277,25 @@ def test_m_etf_predicts_what_the_simulator_says(g, ndev):
     np.testing.assert_array_equal(placer.own_schedule.op_end, r.schedule.op_end)
     assert placer.own_schedule.step_time == r.step_time
     assert placer.own_peak_memory.tolist() == r.peak_memory.tolist()
+
+
+@given(typed_dags(), st.integers(1, 4))
+def test_m_etf_predicts_what_the_simulator_says_with_tf_reuse(g, ndev):
+    c = cluster(ndev, "parallel", memory_model="tf_reuse")
+    placer = make_placer("m_etf", **ETF_OFF)
+    r = simulate(g, c, placer.place(g, c), trace=True)
+    np.testing.assert_array_equal(placer.own_schedule.op_end, r.schedule.op_end)
+    assert placer.own_peak_memory.tolist() == r.peak_memory.tolist()
+
+
+@given(typed_dags(times=(0.5, 1.0, 2.5)), st.sampled_from(["default", "tf_reuse"]))
+def test_m_etfs_memory_accounting_on_one_device_is_the_simulators(g, memory_model):
+    """The memory m-ETF books while it decides (hold_op_memory, with the releases of shared
+    buffers) peaks where the simulator's does when every op takes time on one device."""
+    c = cluster(1, "parallel", memory_model=memory_model)
+    placer = make_placer("m_etf", **ETF_OFF)
+    r = simulate(g, c, placer.place(g, c))
+    assert placer.planned_peak.tolist() == r.peak_memory.tolist()
 
 
 OWN_SCHEDULE = [("m_etf", ETF_OFF), ("m_sct", ETF_OFF), ("heft", {}), ("celeritas", dict(fusion=False)),

@@ -157,3 +157,25 @@ def test_verify_top_k_needs_a_measuring_backend(rlplace_cli, tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 2 and "verify_top_k needs a measuring backend" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_rlplace_train_backend_tf_verifies_the_top_k(rlplace_cli, tmp_path):
+    """Issue 19 item 4 end to end: a small GNMT on 2 logical CPU devices, trained on the
+    simulator, its 2 best simulated placements measured on real TensorFlow."""
+    import subprocess
+
+    knobs = [f"graph.model.{k}={v}" for k, v in
+             dict(name="gnmt", batch_size=2, seq_length=3, hidden=8, vocab_size=20, num_layers=2).items()]
+    proc = subprocess.run([*rlplace_cli("train"), "graph=tf_model", *knobs, "graph.warmup=1", "graph.steps=1",
+                           "backend=tf", "backend.options.warmup=1", "backend.options.steps=2", "cluster=local_cpu",
+                           "agent=hierarchical", "budget.placements=16", "verify_top_k=2", "plots=false",
+                           "progress=false", f"hydra.run.dir={tmp_path}/run"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    measured = results["verified"]["measured"]
+    assert len(measured) == 2 and all(0 < m["step_time"] < 60 and m["simulated_step_time"] > 0 for m in measured)
+    final = results["final_evaluation"]
+    assert final["step_time"] == min(m["step_time"] for m in measured if not m["oom"])
+    assert final["simulated_step_time"] > 0 and (tmp_path / "run" / "best_placement.json").exists()

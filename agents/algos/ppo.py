@@ -40,21 +40,8 @@ from typing import Any
 import torch
 
 from rlplace.agents.base import Batch, Policy, Sample
-from rlplace.errors import ConfigError
-
-
-@dataclass
-class PPOConfig:
-    clip: float = 0.2              # Mars §4.2, ε
-    entropy_coef: float = 0.001    # Mars §4.2
-    lr: float = 3e-4               # Mars §4.2, Adam
-    max_grad_norm: float = 1.0     # Mars §4.2
-    baseline_decay: float = 0.99   # Mars §3.4, μ of Eq. 7
-    buffer_size: int = 20          # Mars §4.2
-    num_minibatches: int = 4       # Mars §4.2
-    epochs: int = 3                # Mars §4.2
-    normalize_advantages: bool = True  # over the buffer; Mars is silent, CleanRL's default
-    seed: int = 0                  # mini-batch shuffling
+from rlplace.agents.configs import PPOConfig
+from rlplace.options import checked
 
 
 class EMABaseline:
@@ -189,7 +176,4 @@ class PPO:
 
 def build(policy: Policy, **options) -> PPO:
     """PPO for ``policy`` from the ``agent.algorithm.options`` config."""
-    try:
-        return PPO(policy, PPOConfig(**options))
-    except TypeError as exc:
-        raise ConfigError(f"agent.algorithm: {exc}") from None
+    return PPO(policy, PPOConfig(**checked(PPOConfig, options, "agent.algorithm.options")))

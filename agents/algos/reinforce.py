@@ -17,25 +17,13 @@ One update, top to bottom:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from rlplace.agents.base import Batch, Policy
-from rlplace.errors import ConfigError
-
-
-@dataclass
-class ReinforceConfig:
-    lr: float = 0.1                      # Adam, initial learning rate: HP §3 "Training Details"
-    lr_decay: float = 0.95               # the paper is silent; the authors' code (lr_dec, start_decay_step,
-    lr_decay_start: int = 400            # decay_steps) multiplies the lr by 0.95 every 50 updates after
-    lr_decay_every: int = 50             # update 400 (staircase); lr_decay = 1 keeps it fixed
-    max_grad_norm: float = 1.0           # gradient clipping: HP §3
-    baseline_decay: float = 0.9          # EMA baseline (HP §2); 0.9 is bl_dec of the authors' code
-    valid_only_after: int | None = 500   # HP §3; None: always learn from every sample
-    entropy_coef: float = 0.0            # HP uses none
+from rlplace.agents.configs import ReinforceConfig
+from rlplace.options import checked
 
 
 class Reinforce:
@@ -98,7 +86,4 @@ def _nan_if_none(value: float | None) -> float:
 
 
 def build(policy: Policy, **options) -> Reinforce:
-    try:
-        return Reinforce(policy, ReinforceConfig(**options))
-    except TypeError as exc:
-        raise ConfigError(f"agent.algorithm: {exc}") from None
+    return Reinforce(policy, ReinforceConfig(**checked(ReinforceConfig, options, "agent.algorithm.options")))

@@ -22,47 +22,18 @@ groups").
 from __future__ import annotations
 
 from collections import Counter, deque
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
 from rlplace.agents.base import Sample
+from rlplace.agents.configs import HierarchicalConfig
 from rlplace.agents.policies.seq2seq import AttentionDecoder, BiLSTMEncoder, bounded_noise, categorical_entropy
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
-
-GROUPINGS = ("learned", "random", "none")
-
-
-@dataclass
-class HierarchicalConfig:
-    grouping: str = "learned"       # "learned" (HP), "random" or "none" (Simple Planner): §3 Table 2
-    num_groups: int = 256           # Grouper softmax size, §3 "Architecture of the Policy Network"
-    num_types: int = 200            # vocabulary of the most common op types, §2
-    type_embedding: int = 20        # op-type embedding size, §2
-    max_outputs: int = 6            # output-shape vector: outputs kept, §2
-    shape_dims: int = 4             # output-shape vector: dims per output, §2
-    max_neighbours: int = 6         # adjacency vector: predecessors and successors each, §2
-    grouper_hidden: int = 64        # §3
-    placer_hidden: int = 256        # LSTM hidden size, §3
-    temperature: float = 10.0       # T of Eq. 1, §3 "Training Details"
-    tanh_constant: float = 5.0      # C of Eq. 1, §3 "Training Details"
-    noise_amplitude: float = 0.1    # logit noise, §3 "Training Details"
-    noise_steps: int = 500          # ... for the first 500 policy training steps
-    grouping_seed: int = 0          # the fixed grouping of grouping="random"
-    unit_embedding: int = 0         # not in the paper: > 0 adds a trainable vector per unit, so the
-                                    # Grouper can tell apart units whose §2 features are alike
-                                    # (behaviour cloning of an arbitrary placement needs it)
-
-    def __post_init__(self):
-        if self.grouping not in GROUPINGS:
-            raise ConfigError(f"agent.policy.grouping must be one of {GROUPINGS}, got {self.grouping!r}")
-        if self.num_groups < 1 or self.placer_hidden % 2:
-            raise ConfigError("agent.policy: num_groups must be >= 1 and placer_hidden even")
-
+from rlplace.options import checked
 
 class HierarchicalPlanner(nn.Module):
     """One policy for one problem: ``units`` (the environment's CoarseGraph) on
@@ -283,9 +254,6 @@ def _adjacency_vectors(edges: np.ndarray, U: int, k: int) -> np.ndarray:
 
 def build(env, **options) -> HierarchicalPlanner:
     """The policy for a PlacementEnv (``env.unwrapped`` is used), options from the config."""
-    try:
-        config = HierarchicalConfig(**options)
-    except TypeError as exc:
-        raise ConfigError(f"agent.policy: {exc}") from None
+    config = HierarchicalConfig(**checked(HierarchicalConfig, options, "agent.policy"))
     problem = env.unwrapped
     return HierarchicalPlanner(problem.units, problem.num_devices, config)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -43,41 +42,11 @@ from torch import nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
 from rlplace.agents.base import Sample
-from rlplace.agents.pretrain import DGIConfig, PretrainResult, pretrain_encoder
-from rlplace.errors import ConfigError
+from rlplace.agents.configs import DGIConfig, MarsConfig
+from rlplace.agents.pretrain import PretrainResult, pretrain_encoder
+from rlplace.options import checked
 
-ENCODERS = {"gcn": GCNConv, "sage": SAGEConv}
-PLACERS = ("segment_seq2seq", "seq2seq", "transformer")
-
-
-@dataclass
-class MarsConfig:
-    encoder: str = "gcn"                 # "gcn" (Mars §3.1) or "sage" (encoder-placer baseline, §4.1)
-    encoder_hidden: int = 256            # Mars §4.2
-    encoder_layers: int = 3              # Mars §4.2
-    placer: str = "segment_seq2seq"      # Mars §3.3; "seq2seq" (Table 1), "transformer" (§4.1)
-    segment_size: int = 128              # Mars §3.3, §4.2
-    placer_hidden: int = 512             # Mars §4.2 (LSTM size; the Transformer's width)
-    transformer_layers: int = 2          # not given by Mars or GDP for this scale
-    transformer_heads: int = 4           # not given by Mars or GDP for this scale
-    pretrain: bool = True                # Mars §3.2; false: Table 2's "Mars (no pre-training)"
-    type_buckets: int = 0                # 0: one-hot over this graph's op types; N > 0: op types
-                                         # hashed into N buckets, a vocabulary all graphs share, so
-                                         # every weight transfers to another graph (Table 3)
-    dgi: DGIConfig = field(default_factory=DGIConfig)
-    seed: int = 0                        # weight initialisation
-
-    def __post_init__(self):
-        if self.encoder not in ENCODERS:
-            raise ConfigError(f"agent.encoder must be one of {sorted(ENCODERS)}, got {self.encoder!r}")
-        if self.placer not in PLACERS:
-            raise ConfigError(f"agent.placer must be one of {list(PLACERS)}, got {self.placer!r}")
-        if self.type_buckets < 0:
-            raise ConfigError(f"agent.type_buckets must be >= 0, got {self.type_buckets}")
-        if self.segment_size < 1:
-            raise ConfigError(f"agent.segment_size must be positive, got {self.segment_size}")
-        if self.placer_hidden % 2:
-            raise ConfigError(f"agent.placer_hidden must be even (two LSTM directions), got {self.placer_hidden}")
+ENCODERS = {"gcn": GCNConv, "sage": SAGEConv}  # by the names rlplace.agents.configs.ENCODERS allows
 
 
 class GraphEncoder(nn.Module):
@@ -288,9 +257,6 @@ def _sinusoid(length: int, dim: int) -> torch.Tensor:
 def build(env, **options) -> MarsPolicy:
     """The policy for a PlacementEnv, from the ``agent.policy`` config (``dgi`` a nested dict).
     Weights are initialised from the seed ``make_policy`` gave torch (the run's seed)."""
-    try:
-        config = MarsConfig(**{"seed": torch.initial_seed(), **options,
-                               "dgi": DGIConfig(**options.get("dgi", {}))})
-    except TypeError as exc:
-        raise ConfigError(f"agent.policy: {exc}") from None
+    options = checked(MarsConfig, {"seed": torch.initial_seed(), **options}, "agent.policy")
+    config = MarsConfig(**{**options, "dgi": DGIConfig(**options.get("dgi", {}))})
     return MarsPolicy.from_env(env, config)

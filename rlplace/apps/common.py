@@ -12,14 +12,35 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from rlplace.errors import ConfigError, RlplaceError
+from rlplace.options import rule_of
 
 # unique run directories (conf/run.yaml); cached, so that the jobs of a sweep share its directory
 OmegaConf.register_new_resolver("rlplace.pid", os.getpid, replace=True, use_cache=True)
+
+
+def app_groups() -> str:
+    """The config groups this app composes (its defaults list, as ``hydra.runtime.choices``
+    has them) with their options, the chosen one starred: what ``--help`` lists
+    (conf/hydra/help/rlplace.yaml), where Hydra lists every group of the config package."""
+    loader = GlobalHydra.instance().config_loader()
+    lines = []
+    for group, chosen in sorted(HydraConfig.get().runtime.choices.items()):
+        if group.startswith("hydra/") or group == "hydra":
+            continue
+        options = [f"{o}*" if o == chosen else o for o in sorted(loader.get_group_options(group))]
+        lines.append(f"{group}: {', '.join(options)}")
+    return "\n".join(lines)
+
+
+OmegaConf.register_new_resolver("rlplace.app_groups", app_groups, replace=True)
 
 _task_started = False
 
@@ -88,6 +109,11 @@ def composition_error(exc: BaseException) -> str:
         return f"{group}={option}: no such {group} config ({known})"
     cause = exc.__cause__
     parent = getattr(cause, "parent_node", None)
+    if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
+        rule = rule_of(cause.object_type, str(cause.key))
+        if rule is not None:
+            return str(rule.error(cause.full_key, cause.value))
+        return f"{cause.full_key}: {str(cause).strip().splitlines()[0]}"
     if isinstance(parent, DictConfig) and getattr(cause, "full_key", None):
         keys = [k for k in parent.keys() if k != "hydra"]
         hint = next((line for line in lines if line.startswith("To append")), "")
@@ -96,8 +122,17 @@ def composition_error(exc: BaseException) -> str:
     return "; ".join(lines) if lines else type(exc).__name__
 
 
+def compose_app(app: str, overrides: list[str]) -> DictConfig:
+    """The config ``rlplace-<app> *overrides`` runs with (Hydra's compose API), from inside a
+    running rlplace app (whose Hydra reads rlplace.conf) or from anywhere else."""
+    if GlobalHydra.instance().is_initialized():
+        return compose(app, overrides=overrides)
+    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+        return compose(app, overrides=overrides)
+
+
 def verifying(real, cfg: DictConfig):
-    """``real`` itself, or with ``verify_top_k`` (conf/verify.yaml) a VerifyingBackend that
+    """``real`` itself, or with ``verify_top_k`` (rlplace.apps.schema.Verify) a VerifyingBackend that
     answers from the simulator and measures the top-k on ``real``."""
     if cfg.get("verify_top_k") is None:
         return real

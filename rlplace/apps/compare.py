@@ -7,6 +7,9 @@ backend, print a table and write ``results.json`` and plots into the Hydra run d
 
 A search placer (local_search, annealing) evaluates its candidates on the compare backend; its
 curve (best step time against placements evaluated) goes into results.json and curves.png.
+A trained policy placing the graph and cluster it was trained on brings its training curve, and
+a local search beside it (``rlplace.apps.beside``: from its first training placement, at its
+evaluations and at its training time capped at ``beside_seconds``) joins the placers.
 
 The ``@hydra.main`` function returns the best step time (s) among the placers that placed and fit
 in memory (inf if none fits), the objective a Hydra sweeper such as Optuna minimizes:
@@ -28,24 +31,24 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from tqdm import tqdm
 
-from rlplace.apps.checks import FLAG, SEED, VERIFY, check_config
+from rlplace.apps.beside import beside_placers
 from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors, verifying
 from rlplace.backends import make_backend
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
+from rlplace.options import check_ranges
 from rlplace.placers import available_placers, make_placer
 from rlplace.presets import instantiate_node
 from rlplace.report import format_table, plot_curves, plot_memory, plot_schedule
 from rlplace.sim import lower_bound, simulate
 
 PROG = "rlplace-compare"
-ALLOWED = {"seed": SEED, "plots": FLAG, **VERIFY}
 log = logging.getLogger(__name__)
 
 
 def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
-    check_config(cfg, ALLOWED)
+    check_ranges(cfg)
     names = placer_names(cfg.placers)
     graph = instantiate_node(cfg, "graph")
     cluster = instantiate_node(cfg, "cluster")
@@ -61,6 +64,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
     placer_options = OmegaConf.to_container(cfg.placer_options)
     placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {}), verifying(backend, cfg)))
                for name in names]  # every name is checked before any work starts
+    placers += beside_placers(placers, graph, cluster, cfg.seed, backend, cfg.beside_seconds)
     records, placements = [], {}
     for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False):
         start = time.perf_counter()
@@ -125,10 +129,11 @@ def _placer(name: str, seed: int, options: dict, backend):
 
 def _search_record(placer) -> dict:
     """A search placer's record for results.json: ``curve`` (best step time after each
-    evaluation) and ``search`` (its start, evaluations, ...)."""
+    evaluation) and ``search`` (its start, evaluations, ...); a trained policy's training curve."""
     result = getattr(placer, "result", None)
     if result is None or not hasattr(result, "curve"):
-        return {}
+        curve = getattr(placer, "training_curve", None)
+        return {"curve": curve} if curve else {}
     summary = result.as_dict()
     return {"curve": summary.pop("curve"), "search": summary}
 

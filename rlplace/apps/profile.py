@@ -25,20 +25,17 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rlplace.apps.checks import COUNT, FLAG, SEED, Allowed, check_config
 from rlplace.apps.common import run_app, user_errors
 from rlplace.errors import ConfigError
+from rlplace.options import check_ranges
 from rlplace.zoo import build_tf_model
 
 PROG = "rlplace-profile"
-ALLOWED = {"model.batch_size": COUNT, "warmup": Allowed(int, low=0), "steps": COUNT,
-           "inter_op_threads": Allowed(int, low=0), "intra_op_threads": Allowed(int, low=0),
-           "seed": SEED, "standard_eval.measure": FLAG}
 log = logging.getLogger(__name__)
 
 
 def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
-    check_config(cfg, ALLOWED)
+    check_ranges(cfg)
     knobs = OmegaConf.to_container(cfg.model, resolve=True)
     if not isinstance(knobs, dict) or "name" not in knobs:
         raise ConfigError("model: needs a name (one of conf/model/)")

@@ -34,17 +34,14 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 import rlplace
-from rlplace.apps.checks import FLAG, SEED, Allowed, check_config
 from rlplace.apps.common import run_app, user_errors
 from rlplace.errors import ConfigError
+from rlplace.options import check_ranges
 from rlplace.apps.tables.common import Context, TableOutput, update_why
 
 PROG = "rlplace-reproduce"
 log = logging.getLogger(__name__)
 MODES = ("full", "smoke")
-ALLOWED = {"seed": SEED, "budget": Allowed(int, low=1, null="the table's"),
-           "budget_seconds": Allowed(float, low=0, open_low=True, null="no limit"),
-           "plots": FLAG, "record": FLAG, "why_only": FLAG}
 
 
 def recorded_dir(name: str, option: str) -> Path:
@@ -91,7 +88,7 @@ def with_agent_overrides(table: dict) -> dict:
 
 def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
     """Run the table (None with ``why_only``, which rewrites the recorded run's notes)."""
-    check_config(cfg, ALLOWED)
+    check_ranges(cfg)
     table = table_config(cfg)
     if cfg.why_only:
         recorded = recorded_dir(table["name"], "why_only")
@@ -106,7 +103,7 @@ def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"table.run: cannot load {table['run']!r} ({exc})") from None
     ctx = Context(mode=cfg.mode, seed=cfg.seed, out_dir=out_dir, budget=cfg.budget,
-                  budget_seconds=cfg.budget_seconds, plots=cfg.plots)
+                  budget_seconds=cfg.budget_seconds, plots=cfg.plots, beside_seconds=cfg.beside_seconds)
     out_dir.mkdir(parents=True, exist_ok=True)
     output = fn(table, ctx)
     output.write(out_dir)

@@ -20,43 +20,28 @@ import math
 from pathlib import Path
 
 import hydra
-import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rlplace.apps.checks import COUNT, FLAG, SECONDS, SEED, VERIFY, Allowed, check_config
 from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors, verifying
 from rlplace.cluster import Cluster
 from rlplace.distributed import make_parallel_backend
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
+from rlplace.options import check_ranges
 from rlplace.presets import instantiate_node
 
 PROG = "rlplace-train"
-ALLOWED = {
-    "seed": SEED,
-    "budget.placements": Allowed(int, low=1, null="no limit"),
-    "budget.seconds": Allowed(float, low=0, open_low=True, null="no limit"),
-    "torch_threads": Allowed(int, low=1, null="all cores"),
-    "checkpoint_every": COUNT, "stop_after_updates": Allowed(int, low=1, null="never"),
-    "agent.samples": COUNT, "backend.workers": COUNT,
-    "ray.timeout": SECONDS, "ray.max_retries": Allowed(int, low=0),
-    "ray.num_cpus": Allowed(float, low=0, null="Ray's default"),
-    "ray.num_gpus": Allowed(float, low=0, null="the cluster's GPUs shared out"),
-    "warm_start.behaviour_cloning": FLAG, "warm_start.first_sample": FLAG,
-    "warm_start.bc_steps": Allowed(int, low=0), "warm_start.bc_lr": SECONDS,
-    "warm_start.bc_target_accuracy": Allowed(float, low=0, high=1), "warm_start.bc_check_every": COUNT,
-    "resume": FLAG, "progress": FLAG, "plots": FLAG, **VERIFY,
-}
 log = logging.getLogger(__name__)
 
 
 def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
+    import torch
+
     from rlplace.agents.loggers import check_logger, make_logger
     from rlplace.agents.trainer import TrainConfig, train
-    from rlplace.agents.warmstart import WarmStartConfig
 
-    check_config(cfg, ALLOWED)
+    check_ranges(cfg)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     graph = instantiate_node(cfg, "graph")
@@ -64,10 +49,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     if not isinstance(graph, OpGraph) or not isinstance(cluster, Cluster):
         raise ConfigError("graph must build an OpGraph and cluster a Cluster (check their _target_)")
     agent = cfg.agent
-    try:
-        warm_start = WarmStartConfig(**OmegaConf.to_container(cfg.warm_start))
-    except TypeError as exc:
-        raise ConfigError(f"warm_start: {exc}") from None
+    warm_start = OmegaConf.to_object(cfg.warm_start)  # a WarmStartConfig (the schema's type)
     config = TrainConfig(
         agent=agent.name, policy=OmegaConf.to_container(agent.policy, resolve=True),
         algorithm=agent.algorithm.name, algorithm_options=OmegaConf.to_container(agent.algorithm.options, resolve=True),
@@ -82,7 +64,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     check_logger(cfg.logger.name, **logger_options)
     backend = None
     try:
-        backend = verifying(make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options),
+        backend = verifying(make_parallel_backend(cfg.backend.name, OmegaConf.to_container(cfg.backend.options, resolve=True),
                                                   workers=cfg.backend.get("workers", 1),
                                                   **OmegaConf.to_container(cfg.ray)), cfg)
         summary = train(graph, cluster, backend, config, out_dir,
@@ -110,8 +92,8 @@ def best_step_time(summary: dict) -> float:
 
 def _logger_options(cfg: DictConfig) -> dict:
     options = OmegaConf.to_container(cfg.logger.options, resolve=True)
-    if cfg.logger.name == "wandb":
-        options.setdefault("config", OmegaConf.to_container(cfg, resolve=True))
+    if cfg.logger.name == "wandb" and options.get("config") is None:
+        options["config"] = OmegaConf.to_container(cfg, resolve=True)
     return options
 
 

@@ -13,6 +13,7 @@ from typing import Callable, Protocol, runtime_checkable
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
+from rlplace.options import checked
 from rlplace.placement import Placement
 
 
@@ -51,10 +52,7 @@ def make_placer(name: str, seed: int | None = None, backend=None, **options) -> 
     for key, value in (("seed", seed), ("backend", backend)):
         if value is not None and key in parameters:
             options.setdefault(key, value)
-    try:
-        return factory(**options)
-    except TypeError as exc:
-        raise ConfigError(f"placer {name!r}: bad options {sorted(options)} ({exc})") from None
+    return factory(**checked(factory, options, f"placer {name!r}"))
 
 
 from rlplace.placers import baselines  # noqa: E402,F401  (registers the baselines)

@@ -15,7 +15,9 @@ An (op, device) pair whose device lacks the memory is put back until the device'
 of memory, and dropped when none is due (§2.3); when the first op of a colocation group is placed,
 the whole group goes to that device and the group's memory is reserved there (§3.1, §4.2). An op
 that fits nowhere goes to the device it overfills least: placement never fails, and the
-simulator reports the OOM.
+simulator reports the OOM. ``coplacement_rule="cost"`` and ``defer_sources`` are this project's
+options beside the paper's rules (``rlplace.coarsen.coplacement_labels``, ``_list_schedule``;
+measured in experiments/results/coplacement.md); both are off by default.
 
 Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
 they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
@@ -61,6 +63,9 @@ class _BaechiPlacer:
     fusion: bool = True
     fusion_exact_check: bool = False
     fusion_rule: str = "lossless"  # or "degree": §3.3's rule as written (rlplace.coarsen.fuse)
+    coplacement_rule: str = "paper"  # or "cost": §3.2's case (i) by its costs (rlplace.coarsen.coplacement_labels)
+    coplacement_ratio: float = 0.1  # "cost": an op joins its reader if its compute <= ratio x its transfer
+    defer_sources: bool = False  # m-ETF/m-SCT: a group's sources wait until another member decides its device
     forward_only: bool = True
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
@@ -107,7 +112,8 @@ class _BaechiPlacer:
             self.nodes_placed = graph.num_ops
             return self._place_work(graph, cluster, caps, False)
         coarse = self._once(("coarse", id(graph)), lambda: GraphOptimizer(
-            self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule).optimize(graph))
+            self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule,
+            self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm))
         work = self._once(("work", id(graph)), coarse.quotient)
         self.nodes_placed = work.num_ops
         return coarse.expand(self._place_work(work, cluster, caps, True)).device_of
@@ -125,7 +131,7 @@ class _BaechiPlacer:
         with forward-only placement, the forward ops) as ``own_schedule``, and the peak memory
         per device it predicts as ``own_peak_memory``; returns the devices."""
         self.own_schedule: Schedule = schedule_of(m, work)
-        self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule)
+        self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule, cluster.memory_model)
         self.planned_peak = m.memory.peak.copy()  # as the placer saw it while deciding
         return self.own_schedule.op_device
 
@@ -167,7 +173,8 @@ class METFPlacer(_BaechiPlacer):
     (Eq. 1) among ready ops whose device has the memory."""
 
     def _place_work(self, work, cluster, caps, optimized):
-        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), None))
+        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), None,
+                                                                 self.defer_sources))
 
 
 @register("m_sct")
@@ -191,13 +198,22 @@ class MSCTPlacer(_BaechiPlacer):
     def _place_work(self, work, cluster, caps, optimized):
         fav = self._once(("favorite_children", id(work)), lambda: favorite_children(
             work, cluster.comm, float(cluster.speeds.mean()), self.sct_threshold, self.lp_method))
-        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), fav))
+        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), fav,
+                                                                 self.defer_sources))
 
 
 def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: dict[str, np.ndarray],
-                   fav: np.ndarray | None) -> Model:
+                   fav: np.ndarray | None, defer_sources: bool = False) -> Model:
     """m-ETF, or m-SCT when favorite children ``fav`` are given, over the execution model of
-    ``work``; returns the model holding the placer's own schedule."""
+    ``work``; returns the model holding the placer's own schedule.
+
+    ``defer_sources``: §3.1 places a whole group where its first op goes. A group's sources
+    (variables, constants: no inputs) are ready at time 0, so one of them decides where the
+    group's compute ops run before their inputs exist. With this option a source of a group
+    that has a member with an input from outside the group waits until a member decides the
+    group's device, and then joins it there, as the fused Step/UpdateStep of Baechi Fig. 6 is
+    placed by its schedulable time. Should every ready op be such a source (a member can only
+    start after it), the waiting sources become ready as usual."""
     n = work.num_ops
     group_of = np.full(n, -1, dtype=np.int64)
     members = [ops for ops in groups.values() if len(ops) > 1]
@@ -215,9 +231,15 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     np.maximum.at(max_temp, owner, work.temporary_bytes[group_members])
     np.maximum.at(group_extra, owner, work.output_total[group_members])
     group_extra += max_temp
+    held = np.zeros(n, dtype=bool)
+    if defer_sources and k:
+        outside = (group_of[work.edge_src] != group_of[work.edge_dst]) & (group_of[work.edge_dst] >= 0)
+        entered = np.zeros(k, dtype=bool)
+        entered[group_of[work.edge_dst[outside]]] = True
+        held = (np.diff(work.in_ptr) == 0) & (group_of >= 0) & entered[np.maximum(group_of, 0)]
     m = new_model(work, cluster, placer=True)
     _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, caps,
-              fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None)
+              fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None, held)
     if np.any(m.ops.device < 0):
         raise PlacementError(f"list scheduling left op {work.names[int(np.argmax(m.ops.device < 0))]!r} unplaced")
     return m
@@ -234,7 +256,7 @@ def _earliest(graph, ops, transfers, sent, channels, op, d, not_before, scratch)
 
 @numba.njit(cache=True)
 def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, cap, fav,
-              sct):  # pragma: no cover - compiled
+              sct, held):  # pragma: no cover - compiled
     """Place every op of model ``m``: repeatedly the (op, device) pair of earliest start among
     ready ops (m-ETF, §2.3), or, with ``sct``, first a device's favorite child or an urgent op
     (m-SCT, §2.4). Per device a heap of ready ops keyed by a lower bound of their arrival there
@@ -274,6 +296,8 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
             nfresh -= 1
             c = fresh[nfresh]
             g = group_of[c]
+            if held[c] and group_dev[g] < 0:
+                continue  # joins its group's device when a member decides it (the push at pinning)
             pinned = g >= 0 and group_dev[g] >= 0
             lo, hi_d = (group_dev[g], group_dev[g] + 1) if pinned else (0, ndev)
             for d in range(lo, hi_d):
@@ -335,6 +359,13 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
             if op >= 0 and s < best_s:
                 best_d, best_op, best_s = d, op, s
         if best_op < 0:
+            for c in range(n):  # every ready op waits for its group: let the waiting sources go
+                if held[c] and ops.device[c] < 0 and group_dev[group_of[c]] < 0:
+                    held[c] = False
+                    fresh[nfresh] = c
+                    nfresh += 1
+            if nfresh > 0:
+                continue
             break  # cannot happen on a DAG; _list_schedule reports it
 
         op, d = best_op, best_d

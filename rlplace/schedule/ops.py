@@ -197,9 +197,8 @@ def hold_persistent(memory, d, nbytes):  # pragma: no cover - compiled
 def hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received):  # pragma: no cover - compiled
     """``op`` was just started (with ``received`` bytes of inputs newly sent to its device):
     allocate its memory and book every release this makes known: its temporaries and unread
-    outputs at its end; for an input tensor whose last reader this was, its producer's copy
-    when the local readers and the transfers are done, and every received copy when the
-    readers there are done."""
+    outputs at its end; for an input buffer whose last reader this was (of every tensor sharing
+    it, ``rlplace.schedule.aliases``), its releases (``release_buffer``)."""
     ndev = len(memory.live)
     d = ops.device[op]
     end = ops.end[op]
@@ -211,16 +210,33 @@ def hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received):
         tensor = graph.edge_tensor[graph.in_edges[k]]
         if end > releases.last_read[tensor * ndev + d]:
             releases.last_read[tensor * ndev + d] = end
-        releases.readers_left[tensor] -= 1
-        if releases.readers_left[tensor] == 0:
-            home = ops.device[graph.tensor_src[tensor]]
-            held_until = releases.last_read[tensor * ndev + home]
-            for d2 in range(ndev):
-                x = sent.of[tensor * ndev + d2]
-                if x >= 0:
-                    held_until = max(held_until, transfers.end[x])
-                    release_at(releases, d2, releases.last_read[tensor * ndev + d2], graph.recv_bytes[tensor])
-            release_at(releases, home, held_until, graph.held_bytes[tensor])
+        root = graph.root[tensor]
+        releases.readers_left[root] -= 1
+        if releases.readers_left[root] == 0:
+            release_buffer(graph, ops, transfers, sent, releases, root, ndev)
+
+
+@numba.njit(cache=True)
+def release_buffer(graph, ops, transfers, sent, releases, root, ndev):  # pragma: no cover - compiled
+    """Every reader of the tensors sharing ``root``'s buffer is placed: book the release of the
+    producer's copy when the readers and transfers on each device of the chain are done, and of
+    every received copy when the readers there are done."""
+    until = np.zeros(ndev)  # per device: the chain's members made there, read and sent
+    for j in range(graph.member_ptr[root], graph.member_ptr[root + 1]):
+        m = graph.members[j]
+        h = ops.device[graph.tensor_src[m]]
+        until[h] = max(until[h], releases.last_read[m * ndev + h])
+        for d2 in range(ndev):
+            x = sent.of[m * ndev + d2]
+            if x >= 0:
+                until[h] = max(until[h], transfers.end[x])
+    for j in range(graph.member_ptr[root], graph.member_ptr[root + 1]):
+        m = graph.members[j]
+        for d2 in range(ndev):
+            if sent.of[m * ndev + d2] >= 0:
+                release_at(releases, d2, max(releases.last_read[m * ndev + d2], until[d2]), graph.recv_bytes[m])
+    home = ops.device[graph.tensor_src[root]]
+    release_at(releases, home, until[home], graph.held_bytes[root])
 
 
 # ---------------------------------------------------------------------------- idle slots

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlplace.graph import OpGraph
+from rlplace.schedule.aliases import own_bytes, shared_input
 from rlplace.schedule.model import Model
 
 
@@ -47,26 +48,40 @@ def schedule_of(m: Model, graph: OpGraph) -> Schedule:
         transfer_bytes=graph.tensor_bytes[tensors], transfer_tensor=tensors)
 
 
-def memory_peaks(graph: OpGraph, num_devices: int, schedule: Schedule) -> np.ndarray:
+def memory_peaks(graph: OpGraph, num_devices: int, schedule: Schedule,
+                 memory_model: str = "default") -> np.ndarray:
     """Peak bytes per device of ``schedule`` under DESIGN.md's rules: persistent bytes all step;
     an op's temporaries and unread outputs while it runs; an output from its producer's start
     until its last reader there has finished and its transfers are done; a received copy from
     its transfer's start until its last reader there has finished. A buffer is live from its
     allocation up to, not including, its release; one allocated and released at the same
-    instant counts at that instant."""
+    instant counts at that instant. With ``memory_model="tf_reuse"`` an output that shares an
+    input's buffer (``rlplace.schedule.aliases``) has no bytes of its own and holds that buffer
+    (the producer's copy, or the copy received on its device) until it is released itself."""
     ndev, dev = num_devices, schedule.op_device
     start, end = schedule.op_start, schedule.op_end
     home = dev[graph.tensor_src]
-    last_read = np.full(len(graph.tensor_src) * ndev, -np.inf)  # (tensor, device) -> last reader's end
+    ntensor = len(home)
+    last_read = np.full(ntensor * ndev, -np.inf)  # (tensor, device) -> last reader's end
     np.maximum.at(last_read, graph.edge_tensor * ndev + dev[graph.edge_dst], end[graph.edge_dst])
-    held_until = last_read[np.arange(len(home)) * ndev + home]
+    held_until = last_read[np.arange(ntensor) * ndev + home]
     np.maximum.at(held_until, schedule.transfer_tensor, schedule.transfer_end)
     xt = schedule.transfer_tensor
+    until = np.concatenate([held_until, last_read[xt * ndev + schedule.transfer_dst_device]])
+    shared = shared_input(graph, memory_model)
+    if (shared >= 0).any():  # each sharing tensor holds its buffer: producer copies, then received ones
+        received = np.full(ntensor * ndev, -1, dtype=np.int64)
+        received[xt * ndev + schedule.transfer_dst_device] = np.arange(len(xt))
+        buffer = np.arange(ntensor, dtype=np.int64)
+        for t in np.flatnonzero(shared >= 0):
+            a = shared[t]
+            buffer[t] = buffer[a] if home[a] == home[t] else ntensor + received[a * ndev + home[t]]
+        np.maximum.at(until, buffer, held_until)
     where = np.concatenate([dev, home, schedule.transfer_dst_device]).astype(np.int64)
-    nbytes = np.concatenate([graph.temporary_bytes + graph.unread_output_bytes, graph.tensor_output_bytes,
+    nbytes = np.concatenate([graph.temporary_bytes + graph.unread_output_bytes, own_bytes(graph, shared),
                              np.where(graph.tensor_port[xt] >= 0, graph.tensor_bytes[xt], 0)])
     begin = np.concatenate([start, start[graph.tensor_src], schedule.transfer_start])
-    until = np.concatenate([end, held_until, last_read[xt * ndev + schedule.transfer_dst_device]])
+    until = np.concatenate([end, until])
     keep = nbytes > 0
     where, nbytes, begin, until = where[keep], nbytes[keep], begin[keep], until[keep]
     # at one instant: releases of older buffers, then allocations, then releases of buffers

@@ -34,7 +34,7 @@ from rlplace.tf.extract import op_records
 
 v1 = tf.compat.v1
 MIN_COMPUTE_TIME = 1e-6  # seconds
-_ARG = re.compile(r"^_arg_(.+)_0_\d+$")
+ARG_NODE = re.compile(r"^_arg_(.+)_0_\d+$")  # a fed placeholder as it runs
 
 
 @dataclass
@@ -87,7 +87,7 @@ def parse_step_stats(metadata: list[Any]) -> dict[str, OpMeasure]:
             if "/stream:" in dev.device or "/memcpy" in dev.device:
                 continue  # GPU kernel streams: not read yet (CPU profiles only)
             for node in dev.node_stats:
-                match = _ARG.match(node.node_name)
+                match = ARG_NODE.match(node.node_name)
                 name = match.group(1) if match else node.node_name
                 m = measures.setdefault(name, OpMeasure())
                 m.compute_times.append(node.all_end_rel_micros * 1e-6)

@@ -8,7 +8,7 @@ from rlplace.placers.celeritas import fusion_stats
 from rlplace.apps.tables import claims as C
 from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, judge, paper_value,
                                    plot_step_times, run_placers, setting_lines, settings)
-from rlplace.apps.tables.learned import budget_words, train_record
+from rlplace.apps.tables.learned import beside_notes, beside_records, budget_words, train_record
 
 
 def _labels(sets) -> dict[str, str]:
@@ -71,6 +71,8 @@ def _step_records(table: Mapping, ctx: Context):
 def table3(table: Mapping, ctx: Context) -> TableOutput:
     """Single-step time (§6.4.1, Table 3); speed-up of Celeritas over the second best."""
     cluster, sets, records = _step_records(table, ctx)
+    learned = [r for r in records if r["placer"] == "hrl"]
+    beside = beside_records(learned, ctx)
     placers = list(dict.fromkeys([*table["placers"], *(["hrl"] if ctx.budget else [])]))
     columns = [*table["placers"], "hrl"]
     rows = []
@@ -96,8 +98,8 @@ def table3(table: Mapping, ctx: Context) -> TableOutput:
                       setting_lines(table, sets, cluster, ctx,
                                     [f"HRL: the Hierarchical Planner, {budget_words(ctx.budget, ctx)}" if ctx.budget else
                                      "HRL: not run (give budget=N to train the Hierarchical Planner); paper's only"]),
-                      ["model", *columns, "Celeritas vs second best"], rows, records, judge(claims, records, table),
-                      ["Cells: ours (paper), seconds."])
+                      ["model", *columns, "Celeritas vs second best"], rows, records + beside,
+                      judge(claims, records, table), ["Cells: ours (paper), seconds.", *beside_notes(learned, beside, ctx)])
     if ctx.plots:
         plot_step_times(records, _labels(sets), ctx.out_dir / "step_times.png", table["title"], placers)
         out.figures.append("step_times.png")

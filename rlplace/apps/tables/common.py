@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from rlplace.apps.beside import MAX_SECONDS  # noqa: E402
 from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.costs import with_analytical_costs  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
@@ -64,6 +65,7 @@ class Context:
     budget: int | None = None  # learned tables: evaluated placements per training run
     budget_seconds: float | None = None  # ... and seconds of training per run, whichever ends first
     plots: bool = True
+    beside_seconds: float | None = MAX_SECONDS  # the search beside a learned run: equal wall time capped at this
 
 
 @dataclass
@@ -127,7 +129,8 @@ def cluster_name(table: Mapping[str, Any], setting: Setting | None = None) -> st
 
 def cluster_of(table: Mapping[str, Any], memory_fraction: float | None = None,
                setting: Setting | None = None) -> Cluster:
-    cluster = load_preset("cluster", cluster_name(table, setting))
+    """The cluster preset with the table's ``cluster_options`` (e.g. ``memory_model``)."""
+    cluster = load_preset("cluster", cluster_name(table, setting), **(table.get("cluster_options") or {}))
     if memory_fraction is not None:
         cluster = cluster.with_memory((cluster.memory * memory_fraction).astype(np.int64))
     return cluster
@@ -228,7 +231,8 @@ def setting_lines(table: Mapping[str, Any], settings_: Sequence[Setting], cluste
     comm = cluster.comm
     lines = [f"mode: {ctx.mode}" + (" (tiny graphs: a smoke test, not the paper's sizes)" if ctx.mode == "smoke" else ""),
              f"cluster: `{table['cluster']}`: {cluster.num_devices} devices × {mem.min():.3g} GiB, "
-             f"{comm.mode} transfers, {comm.latency * 1e6:.0f} µs + {comm.seconds_per_byte * 1e9:.3g} ns/B",
+             f"{comm.mode} transfers, {comm.latency * 1e6:.0f} µs + {comm.seconds_per_byte * 1e9:.3g} ns/B"
+             + (f", memory model {cluster.memory_model}" if cluster.memory_model != "default" else ""),
              "backend: sim (rlplace's execution simulator; every placement judged by it)"]
     for s in settings_:
         knobs = ", ".join(f"{k}={v}" for k, v in s.spec.get("knobs", {}).items())

@@ -10,7 +10,8 @@ import numpy as np
 from rlplace.apps.tables import claims as C
 from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_name, cluster_of, fmt_step, judge,
                                    paper_value, plot_step_times, run_placers, setting_lines, settings)
-from rlplace.apps.tables.learned import budget_words, plot_curves, train_record
+from rlplace.apps.tables.learned import (beside_notes, beside_records, budget_words, lower_bounds, plot_curves,
+                                        train_record)
 
 
 def _budget(table: Mapping, ctx: Context) -> int:
@@ -59,15 +60,17 @@ def table1(table: Mapping, ctx: Context) -> TableOutput:
 
 def _finish(table, ctx, sets, records, learned, header, rows, claims, placers) -> TableOutput:
     labels = {s.key: s.label for s in sets}
+    beside = beside_records(learned, ctx)
     out = TableOutput(table["name"], table["title"],
                       setting_lines(table, sets, cluster_of(table, setting=sets[0]), ctx,
                                     [f"learned: {table['agent']['name']}, {budget_words(_budget(table, ctx), ctx)} "
                                      f"(the paper: 1000 policy updates × 4 samples); clusters per row"]),
-                      header, rows, records, judge(claims, records, table), ["Cells: ours (paper), seconds."])
+                      header, rows, records + beside, judge(claims, records, table),
+                      ["Cells: ours (paper), seconds.", *beside_notes(learned, beside, ctx)])
     if ctx.plots:
         plot_step_times(records, labels, ctx.out_dir / "step_times.png", table["title"], placers)
-        plot_curves(learned, [r for r in records if r not in learned], labels, ctx.out_dir / "curves.png",
-                    f"{table['title']}: training curves")
+        plot_curves(learned + beside, [r for r in records if r not in learned], labels, lower_bounds(table, sets),
+                    ctx.out_dir / "curves.png", f"{table['title']}: training curves and the search beside them")
         out.figures += ["step_times.png"] + (["curves.png"] if learned else [])
     return out
 
@@ -95,6 +98,7 @@ def table2(table: Mapping, ctx: Context) -> TableOutput:
         p = paper_value(table, s.key, "random") or [None] * 4
         rows.append([s.label, cell(f"{best:.4g}", p[0]), cell(f"{median:.4g}", p[1]), cell(f"{worst:.4g}", p[2]),
                      cell(fmt_step(hp), None), cell(f"{(1 - hp['step_time'] / best) * 100:.1f}%", p[3])])
+    beside = beside_records([r for r in learned if r["placer"] == "hierarchical"], ctx)
     claims = [C.no_slower("learned_grouping_wins", "the learned grouping is no slower than the best random grouping "
                           "(paper: 0–62.7% better)", [s.key for s in sets],
                           [("hierarchical", "random grouping (best)")])]
@@ -102,10 +106,13 @@ def table2(table: Mapping, ctx: Context) -> TableOutput:
                       setting_lines(table, sets, cluster_of(table, setting=sets[0]), ctx,
                                     [f"{trials} random groupings per model, {budget_words(_budget(table, ctx), ctx)}"]),
                       ["model", "random: best", "median", "worst", "Hierarchical Planner", "improvement"], rows,
-                      learned + summary, judge(claims, summary, table), ["Cells: ours (paper), seconds."])
+                      learned + summary + beside, judge(claims, summary, table),
+                      ["Cells: ours (paper), seconds.",
+                       *beside_notes([r for r in learned if r["placer"] == "hierarchical"], beside, ctx)])
     if ctx.plots and learned:
         labels = {s.key: s.label for s in sets}
         plot_step_times(summary, labels, ctx.out_dir / "step_times.png", table["title"])
-        plot_curves(learned, [], labels, ctx.out_dir / "curves.png", f"{table['title']}: training curves")
+        plot_curves(learned + beside, [], labels, lower_bounds(table, sets), ctx.out_dir / "curves.png",
+                    f"{table['title']}: training curves and the search beside the learned grouping")
         out.figures += ["step_times.png", "curves.png"]
     return out

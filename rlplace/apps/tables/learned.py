@@ -5,7 +5,12 @@ evaluated placements, and the training curve is read back from its ``metrics.csv
 A run directory keeps its config (``train_config.yaml``). Running a table again in the same
 directory (``hydra.run.dir=<old run>``) reads back every run that finished with the same config,
 and continues one that was interrupted, or that finished with a smaller budget, from its
-checkpoint: nothing already trained is lost or repeated."""
+checkpoint: nothing already trained is lost or repeated.
+
+Every learned run is reported with a local search beside it (``beside_records``,
+``rlplace.apps.beside``): from the run's first placement, at its evaluations and at its seconds
+of training (capped at ``Context.beside_seconds``), as a table under the paper's
+(``beside_notes``) and as curves with the run's (``plot_curves``)."""
 
 from __future__ import annotations
 
@@ -13,35 +18,41 @@ import csv
 import json
 import math
 import sys
-from importlib.resources import files
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from rlplace.presets import preset_config
-from rlplace.apps.tables.common import Context, Setting
+from rlplace.apps.beside import LearnedRun, search_beside
+from rlplace.apps.common import compose_app
+from rlplace.apps.tables.common import Context, Setting, cluster_of, fmt_step
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.presets import instantiate_node
+from rlplace.report import draw_curves
+from rlplace.sim import lower_bound
 
 RUN_CONFIG = "train_config.yaml"  # the config a training run was made with, beside its outputs
 
 
 def train_config(setting: Setting, cluster_name: str, agent: Mapping[str, Any], budget: int, seed: int,
                  graph_path: Path, init_checkpoint: str | None = None, seconds: float | None = None):
-    """The config ``rlplace-train`` would compose for ``agent=<name>`` with the agent's
-    overrides, this setting's graph (saved to ``graph_path``) and ``budget.placements`` (and
-    ``budget.seconds``); the trainer's bar is on when stderr is a terminal."""
-    base = OmegaConf.load(str(files("rlplace.conf").joinpath("train.yaml")))
-    base.pop("defaults")
+    """The config ``rlplace-train graph=file cluster=<cluster_name> agent=<name> ...`` composes
+    (Hydra's compose API), with the agent's overrides, this setting's graph (saved to
+    ``graph_path``) and ``budget.placements`` (and ``budget.seconds``) merged in and checked
+    against the schema; the trainer's bar is on when stderr is a terminal."""
     setting.graph.save(graph_path)
-    overrides = {k: v for k, v in agent.items() if k not in ("name", "label")}
-    cfg = OmegaConf.merge(base, {
-        "graph": {"_target_": "rlplace.graph.OpGraph.load", "path": str(graph_path)},
-        "cluster": preset_config("cluster", cluster_name), "backend": preset_config("backend", "sim"),
-        "agent": OmegaConf.merge(preset_config("agent", agent["name"]), overrides),
-        "logger": preset_config("logger", "csv"), "seed": seed, "progress": sys.stderr.isatty(), "plots": True,
-        "budget": {"placements": int(budget), "seconds": seconds}, "init_checkpoint": init_checkpoint})
-    return cfg
+    cfg = compose_app("train", ["graph=file", f"cluster={cluster_name}", "backend=sim", f"agent={agent['name']}",
+                                "logger=csv"])
+    values = {"graph": {"path": str(graph_path)}, "agent": {k: v for k, v in agent.items() if k not in ("name", "label")},
+              "seed": seed, "progress": sys.stderr.isatty(), "plots": True, "init_checkpoint": init_checkpoint,
+              "budget": {"placements": int(budget), "seconds": seconds}}
+    try:
+        return OmegaConf.merge(cfg, values)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{getattr(exc, 'full_key', None) or 'agent'}: {str(exc).strip().splitlines()[0]}") from None
 
 
 def train_record(setting: Setting, cluster_name: str, agent: Mapping[str, Any], ctx: Context, placer: str,
@@ -116,33 +127,60 @@ def read_curve(path: Path) -> list[list[float]]:
                 if math.isfinite(float(r["best_step_time"]))]
 
 
-def plot_curves(records: Sequence[Mapping], heuristics: Sequence[Mapping], labels: Mapping[str, str],
-                path: Path, title: str) -> None:
-    """Best step time vs evaluated placements per learned run, one panel per model, with the
-    heuristics' step times as horizontal lines; a dot marks a final greedy placement that beat
-    every sample."""
-    present = {r["model"] for r in records}
-    models = [m for m in dict.fromkeys([*labels, *(r["model"] for r in records)]) if m in present]
+def beside_records(learned: Sequence[Mapping], ctx: Context) -> list[dict]:
+    """The local searches beside each learned record (``train_record``): from its run's first
+    placement, at the placements it evaluated and at its seconds of training (capped at
+    ``ctx.beside_seconds``), on its graph and cluster, with its seed."""
+    out = []
+    for r in learned:
+        run_dir = Path(r["run_dir"])
+        graph = OpGraph.load(run_dir / "graph.json.gz")
+        cluster = instantiate_node(OmegaConf.load(run_dir / RUN_CONFIG), "cluster")
+        run = LearnedRun.from_run_dir(run_dir, graph, cluster, r["placer"], r["evaluated"], r["placement_time"])
+        out += [{"model": r["model"], "seed": r["seed"], **x}
+                for x in search_beside(graph, cluster, run, r["seed"], max_seconds=ctx.beside_seconds)]
+    return out
+
+
+def beside_notes(learned: Sequence[Mapping], beside: Sequence[Mapping], ctx: Context) -> list[str]:
+    """A markdown table: each learned run against the local search beside it."""
+    if not learned:
+        return []
+    cap = "no cap" if ctx.beside_seconds is None else f"capped at {ctx.beside_seconds:g} s"
+    lines = ["", f"Local search beside each learned run (`rlplace.apps.beside`): from the run's first placement, at "
+                 f"equal evaluations and at equal wall time ({cap}); seconds.", "",
+             "| model | learned run | evaluated | training (s) | best | search, equal evaluations | "
+             "search, equal wall time | its evaluations | start |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in learned:
+        mine = {b["budget"]: b for b in beside if b["model"] == r["model"] and b["beside"] == r["placer"]
+                and b["seed"] == r["seed"]}
+        evals, timed = mine.get("equal evaluations"), mine.get("equal wall time")
+        if evals is None or timed is None:
+            continue
+        lines.append(f"| {r['model']} | {r['placer']} | {r['evaluated']} | {r['placement_time']:.1f} | {fmt_step(r)} | "
+                     f"{fmt_step(evals)} | {fmt_step(timed)} | {timed['search']['evaluations']}"
+                     f"{' (capped)' if timed['search']['capped'] else ''} | {evals['search']['start']} |")
+    return lines
+
+
+def lower_bounds(table: Mapping[str, Any], sets: Sequence[Setting]) -> dict[str, float]:
+    """The lower bound (``rlplace.sim.lower_bound``) of each setting on its cluster."""
+    return {s.key: lower_bound(s.graph, cluster_of(table, setting=s)) for s in sets}
+
+
+def plot_curves(curves: Sequence[Mapping], lines: Sequence[Mapping], labels: Mapping[str, str],
+                lower_bounds: Mapping[str, float], path: Path, title: str) -> None:
+    """Best step time vs evaluated placements, one panel per model (``rlplace.report.draw_curves``):
+    the learned runs and the searches beside them as curves, the heuristics' step times
+    (``lines``) as horizontal lines, the lower bound as a dashed line."""
+    present = {r["model"] for r in curves}
+    models = [m for m in dict.fromkeys([*labels, *(r["model"] for r in curves)]) if m in present]
     if not models:
         return
-    runs = list(dict.fromkeys((r["placer"], r.get("seed", 0)) for r in records))  # one colour per run, all panels
-    fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(7.5 * len(models), 4.2), squeeze=False, layout="constrained")
     for ax, m in zip(axes[0], models):
-        for r in (x for x in records if x["model"] == m and x.get("curve")):
-            k = runs.index((r["placer"], r.get("seed", 0)))
-            xs, ys = zip(*r["curve"])
-            style = {"color": f"C{k % 10}", "linestyle": "-" if k < 10 else ":"}
-            ax.step(xs, ys, where="post", label=f"{r['placer']} (seed {r.get('seed', 0)})", **style)
-            if math.isfinite(r["step_time"]) and r["step_time"] < ys[-1]:  # the final greedy placement won
-                ax.plot([xs[-1]], [r["step_time"]], marker="o", markersize=4, **style)
-        for k, h in enumerate(x for x in heuristics if x["model"] == m and not x.get("oom")):
-            ax.axhline(h["step_time"], linestyle="--", linewidth=1, color=f"C{(k + 5) % 10}", label=h["placer"])
-        ax.set_xlabel("placements evaluated")
+        draw_curves(ax, [r for r in [*curves, *lines] if r["model"] == m], lower_bounds[m])
         ax.set_title(labels.get(m, m), fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
-    axes[0][0].set_ylabel("best step time (s)")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,6 +1,6 @@
 """Mars (ICPP'21) §3-4: Table 1 (placer architectures), Table 2 (vs expert, single GPU and the
 other learned placers) and Table 3 (generalization by fine-tuning). Every learned column is an
-``agent`` spec (``conf/agent/<name>.yaml`` plus overrides)."""
+``agent`` spec (``agent=<name>``, defaults in ``rlplace.agents.configs``, plus overrides)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from rlplace.errors import ConfigError
 from rlplace.apps.tables import claims as C
 from rlplace.apps.tables.common import (Context, TableOutput, build_setting, cell, cluster_of, fmt_step, judge,
                                    paper_value, plot_step_times, run_placers, setting_lines, settings)
-from rlplace.apps.tables.learned import budget_words, plot_curves, train_record
+from rlplace.apps.tables.learned import (beside_notes, beside_records, budget_words, lower_bounds, plot_curves,
+                                        train_record)
 
 
 def _budget(table: Mapping, ctx: Context) -> int:
@@ -42,6 +43,7 @@ def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: 
            claims, extra=()) -> TableOutput:
     columns = [*table.get("placers", []), *table["agents"]]
     records = heuristics + learned
+    beside = beside_records(learned, ctx)
     rows = [[s.label, *(cell(fmt_step(C.find(records, s.key, p)), paper_value(table, s.key, p)) for p in columns)]
             for s in sets]
     labels = {s.key: s.label for s in sets}
@@ -49,13 +51,15 @@ def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: 
                       setting_lines(table, sets, cluster_of(table), ctx,
                                     [f"learned: {budget_words(_budget(table, ctx), ctx)}", *extra,
                                      *([f"not trained (table.skip): {', '.join(table['skip'])}"] if table.get("skip") else [])]),
-                      ["model", *columns], rows, records, judge(claims, records, table),
-                      ["Cells: ours (paper), seconds.", *([_evaluated_note(learned)] if learned else [])])
+                      ["model", *columns], rows, records + beside, judge(claims, records, table),
+                      ["Cells: ours (paper), seconds.", *([_evaluated_note(learned)] if learned else []),
+                       *beside_notes(learned, beside, ctx)])
     if ctx.plots and records:
         plot_step_times(records, labels, ctx.out_dir / "step_times.png", table["title"], columns)
         out.figures.append("step_times.png")
         if learned:
-            plot_curves(learned, heuristics, labels, ctx.out_dir / "curves.png", f"{table['title']}: training curves")
+            plot_curves(learned + beside, heuristics, labels, lower_bounds(table, sets), ctx.out_dir / "curves.png",
+                        f"{table['title']}: training curves and the search beside them")
             out.figures.append("curves.png")
     return out
 
@@ -123,4 +127,4 @@ def table3(table: Mapping, ctx: Context) -> TableOutput:
     shown = dict(table, agents={"direct": agent, "similar": agent, "different": agent})
     return _table(shown, ctx, sets, [], learned, claims,
                   [f"generalized: {budget} placements on the source, then {finetune} on the target "
-                   "(the curves count both)"])
+                   "(the curves count both; the search beside a generalized run counts the target's only)"])
