@@ -12,9 +12,13 @@ Modes
 ``sequential``: one unit per step, in ``order`` (``"topological"`` — units by their first op —,
 ``"cpd_topo"`` — Celeritas' critical-path DFS order — or an explicit permutation of unit
 indices), ``Discrete(n_devices)``. The reward is 0 until the
-last step, which gets the reward of the whole placement; with ``shaping=True`` each step gets
-instead the change in reward of the simulated partial placement (the graph induced by the
-units placed so far), so the rewards of an episode add up to the final reward.
+last step, which gets the reward of the whole placement. Shaping pays each step instead the
+change of a partial placement's reward, so the rewards of an episode still add up to the final
+reward: ``shaping=True``, the reward of the simulated graph induced by the units placed so far
+(its memory included); ``shaping="schedule"``, the reward of the estimate of
+``rlplace.envs.partial``: the placed ops as the simulator runs them, each followed by its
+optimistic tail (the longest compute-only path to an exit on the fastest device), which is the
+step time once every unit is placed.
 
 Rewards
 -------
@@ -49,6 +53,20 @@ key                  space                        contents
 ``device_busy``      Box float32 (D,)             compute placed / total compute
 ==================== ============================ ===============================================
 
+With ``schedule_features=True`` (sequential mode) three more, from the partial schedule
+(``rlplace.envs.partial``); times over the graph's lower bound (``rlplace.sim.lower_bound``),
+the choice for the current unit over the mean compute time of a unit:
+
+==================== ============================ ===============================================
+``unit_schedule``    Box float32 (U * 3,)         per unit (``reshape(U, 3)``): start and end in
+                                                  the partial schedule (0 while unplaced), tail
+``device_schedule``  Box float32 (D * 3,)         per device (``reshape(D, 3)``): when it is next
+                                                  free; how much later than on the best device
+                                                  the current unit could start there; how much
+                                                  the estimate would grow if it went there
+``partial_step_time`` Box float32 (1,)            the estimate of the partial placement
+==================== ============================ ===============================================
+
 ``observation_to_data`` in ``rlplace.envs.pyg`` turns one into a ``torch_geometric.data.Data``;
 ``rlplace.envs.sb3.GraphExtractor`` is a GCN over it for Stable-Baselines3 policies.
 ``action_masks()`` (sequential mode) gives the devices that can still take the current unit,
@@ -78,6 +96,7 @@ from gymnasium import spaces
 from rlplace.backends import Backend, make_backend
 from rlplace.cluster import Cluster, load_preset
 from rlplace.coarsen import CoarseGraph
+from rlplace.envs.partial import DEVICE_VALUES, UNIT_VALUES, PartialSchedule
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
@@ -129,8 +148,9 @@ class PlacementEnv(gym.Env):
                  grouping: CoarseGraph | Sequence[int] | None = None,
                  order: str | Sequence[int] = "topological", reward: str = "sqrt",
                  oom_penalty: str | float = "hierarchical_planner", step_time_limit: float | None = None,
-                 shaping: bool = False, cache_size: int = 100_000, graph_options: dict | None = None,
-                 backend_options: dict | None = None, render_mode: str | None = None):
+                 shaping: bool | str = False, schedule_features: bool = False, cache_size: int = 100_000,
+                 graph_options: dict | None = None, backend_options: dict | None = None,
+                 render_mode: str | None = None):
         self.graph = load_graph(graph, **(graph_options or {})) if isinstance(graph, str) else graph
         self.cluster = load_preset(cluster) if isinstance(cluster, str) else cluster
         self.backend = make_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
@@ -140,7 +160,12 @@ class PlacementEnv(gym.Env):
             raise ConfigError(f"reward must be one of {sorted(REWARDS)}, got {reward!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if shaping not in (False, True, "schedule"):
+            raise ConfigError(f"shaping must be False, True or 'schedule', got {shaping!r}")
+        if schedule_features and mode != "sequential":
+            raise ConfigError("schedule_features needs the sequential mode (one unit per step)")
         self.mode, self.shaping, self.render_mode = mode, shaping, render_mode
+        self.schedule_features = schedule_features
         self.step_time_limit = step_time_limit
         self._reward_of_time = REWARDS[reward]
         self._penalty = _penalty(oom_penalty, self._reward_of_time)
@@ -170,7 +195,15 @@ class PlacementEnv(gym.Env):
                 np.float32(1.0 - self.graph.persistent_bytes.sum() / self.cluster.memory.min()), 1.0, (D,), np.float32),
             "device_busy": spaces.Box(0.0, 1.0, (D,), np.float32),
         })
+        if schedule_features:
+            self.observation_space = spaces.Dict({
+                **self.observation_space.spaces,
+                "unit_schedule": spaces.Box(0.0, np.inf, (U * UNIT_VALUES,), np.float32),
+                "device_schedule": spaces.Box(0.0, np.inf, (D * DEVICE_VALUES,), np.float32),
+                "partial_step_time": spaces.Box(0.0, np.inf, (1,), np.float32)})
         self.action_space = spaces.MultiDiscrete([D] * U) if mode == "one_shot" else spaces.Discrete(D)
+        self._partial = (PartialSchedule(self.units, self.cluster)
+                         if mode == "sequential" and (schedule_features or shaping == "schedule") else None)
 
         self.accounting = Accounting()
         self._cache: OrderedDict[Placement, StepResult] = OrderedDict()
@@ -188,6 +221,8 @@ class PlacementEnv(gym.Env):
         self._position = 0
         self._done = False
         self._partial_reward = 0.0
+        if self._partial is not None:
+            self._partial.reset()
         return self._observation(), self.accounting.as_info()
 
     def step(self, action):
@@ -200,6 +235,8 @@ class PlacementEnv(gym.Env):
             unit = self.order[self._position]
             self._placement[unit] = self._check_action(np.asarray(action), ())
             self._position += 1
+            if self._partial is not None:
+                self._partial.place(unit, self._placement[unit])
         self._done = self._position == self.num_units
         info = self.accounting.as_info()
         if self._done:
@@ -329,9 +366,10 @@ class PlacementEnv(gym.Env):
                 "peak_memory": result.peak_memory.copy(), "placement": placement.device_of.copy()}
 
     def _partial_placement_reward(self) -> float:
-        placed = np.flatnonzero(self._placement[self.units.group_of] >= 0)
-        sub = self.graph.subgraph(placed)
-        result = simulate(sub, self.cluster, self._placement[self.units.group_of[placed]])
+        if self.shaping == "schedule":
+            estimate = self._partial.estimate
+            return self.reward_of_step_time(estimate) if estimate > 0 else 0.0
+        result = simulate(self.graph, self.cluster, self._placement[self.units.group_of], partial=True)
         return self.reward_of(result) if result.step_time > 0 else 0.0
 
     # ------------------------------------------------------------------------------ helpers
@@ -354,10 +392,11 @@ class PlacementEnv(gym.Env):
                            minlength=self.num_devices)
         total = max(self.graph.total_compute, 1e-30)
         current = self.order[self._position] if self._position < self.num_units else self.num_units
+        schedule = self._partial.features(current) if self.schedule_features else {}
         return {**{key: value.copy() for key, value in self._static.items()}, "placement": self._placement.copy(),
                 "current_unit": np.int64(current),
                 "device_free_memory": (1.0 - persistent / self.cluster.memory).astype(np.float32),
-                "device_busy": (busy / total).astype(np.float32)}
+                "device_busy": (busy / total).astype(np.float32), **schedule}
 
     def _render_text(self) -> str:
         placed = self._placement >= 0

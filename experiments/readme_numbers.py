@@ -11,7 +11,9 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
 - ``search``: the search placers on the GNMT profile, medians over seeds at 2,000 evaluations,
   from experiments/results/bench_search.json (experiments/bench_search.py);
 - ``fidelity``: the calibrated simulator's held-out fidelity and the noise ceiling, from
-  experiments/results/fidelity.json (experiments/fidelity.py).
+  experiments/results/fidelity.json (experiments/fidelity.py);
+- ``sb3``: SB3 PPO and MaskablePPO's greedy policies against random and m-ETF, from
+  experiments/results/sb3_ppo.json (experiments/sb3_ppo.py).
 """
 
 from __future__ import annotations
@@ -65,7 +67,22 @@ def fidelity(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search, "fidelity": fidelity}
+def sb3(results: Path) -> str:
+    recorded = json.loads((results / "sb3_ppo.json").read_text())
+
+    def one(problem: dict) -> str:
+        base, runs = problem["baselines"], problem["runs"]
+        policies = " and ".join(f"{name} {run['final_greedy'] * 1e3:.1f} ms (best {run['best_greedy'] * 1e3:.1f})"
+                                for name, run in runs.items())
+        return (f"- {problem['num_ops']:,} ops, {problem['steps']:,} steps {problem['start']}: greedy policies after "
+                f"training (best evaluated) "
+                f"{policies}; random {base['random_mean'] * 1e3:.1f} ms (mean), m-ETF {base['m_etf'] * 1e3:.1f} ms")
+
+    return "\n".join(one(p) for p in recorded["problems"]) + "\n\n(`experiments/results/sb3_ppo.md`)\n"
+
+
+GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search, "fidelity": fidelity,
+                                               "sb3": sb3}
 
 
 def render(text: str, results: Path) -> str:

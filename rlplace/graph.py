@@ -221,6 +221,11 @@ class OpGraph:
         return float(_longest_path(self.in_ptr, self.in_edges, self.edge_src,
                                    self.compute_time / speed).max(initial=0.0))
 
+    def bottom_levels(self, speed: float = 1.0) -> np.ndarray:
+        """Per op, the longest compute-only path from it to an exit (the op included), with every
+        op at ``speed``: the ``blevel`` of list scheduling without communication."""
+        return _longest_path_to_exit(self.out_ptr, self.edge_dst, self.compute_time / speed)
+
     def ccr(self, comm) -> float:
         """Communication-to-computation ratio (Celeritas Eq. 1): the transfer time of every
         edge under ``comm`` (a CommModel) over the total compute time."""
@@ -526,3 +531,17 @@ def _longest_path(in_ptr, in_edges, edge_src, weight):  # pragma: no cover - com
                 start = f
         finish[i] = start + weight[i]
     return finish
+
+
+@numba.njit(cache=True)
+def _longest_path_to_exit(out_ptr, edge_dst, weight):  # pragma: no cover - compiled
+    """level[i] = weight[i] + max(level of i's successors), ops in topological order."""
+    n = len(weight)
+    level = np.zeros(n)
+    for i in range(n - 1, -1, -1):
+        tail = 0.0
+        for e in range(out_ptr[i], out_ptr[i + 1]):
+            if level[edge_dst[e]] > tail:
+                tail = level[edge_dst[e]]
+        level[i] = tail + weight[i]
+    return level

@@ -90,11 +90,16 @@ class BatchResult:
     peak_memory: np.ndarray  # (k, devices)
 
 
-def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False) -> StepResult:
+def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False, partial: bool = False) -> StepResult:
     """Simulate one training step of ``graph`` placed by ``placement`` (a Placement or an array
     of device indices, one per op) on ``cluster``. With ``trace=True`` the result carries the
-    Schedule. Colocation is not checked here (``Placement.validate`` does that)."""
-    dev = _device_array(graph, cluster, placement)
+    Schedule. Colocation is not checked here (``Placement.validate`` does that).
+
+    ``partial=True``: ops on device -1 are not placed yet and left out, as in the graph induced
+    by the placed ops (an input from an unplaced op is there from the start; a tensor read only
+    by unplaced ops is freed when its producer ends; with ``tf_reuse``, an output that would
+    share an unplaced op's buffer counts no bytes); in the schedule they start and end at 0."""
+    dev = _device_array(graph, cluster, placement, partial)
     with _LOCK:
         m = _model(graph, cluster)
         _run(m, dev)
@@ -156,15 +161,16 @@ def lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     return max(graph.critical_path(float(speeds.max())), graph.total_compute / float(speeds.sum()))
 
 
-def _device_array(graph: OpGraph, cluster: Cluster, placement) -> np.ndarray:
+def _device_array(graph: OpGraph, cluster: Cluster, placement, partial: bool = False) -> np.ndarray:
     dev = np.asarray(placement.device_of if isinstance(placement, Placement) else placement)
     if dev.shape != (graph.num_ops,):
         raise PlacementError(f"placement has shape {dev.shape} but graph {graph.name!r} has "
                              f"{graph.num_ops} ops")
     dev = dev.astype(np.int64, copy=False)
     ndev = cluster.num_devices
-    if graph.num_ops and (dev.min() < 0 or dev.max() >= ndev):
-        i = int(np.flatnonzero((dev < 0) | (dev >= ndev))[0])
+    low = -1 if partial else 0
+    if graph.num_ops and (dev.min() < low or dev.max() >= ndev):
+        i = int(np.flatnonzero((dev < low) | (dev >= ndev))[0])
         raise PlacementError(f"op {graph.names[i]!r}: device index {int(dev[i])} out of range "
                              f"(cluster has {ndev} devices)")
     return dev
@@ -190,7 +196,8 @@ def _run_many(m, rows):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def _run(m, dev):  # pragma: no cover - compiled
-    """Run the step placed by ``dev`` on model ``m`` (whatever it held before is reset)."""
+    """Run the step placed by ``dev`` on model ``m`` (whatever it held before is reset); ops on
+    device -1 are left out (``simulate(partial=True)``)."""
     g, ops, devices, channels, transfers, sent, memory = (m.graph, m.ops, m.devices, m.channels, m.transfers,
                                                           m.sent, m.memory)
     n = len(dev)
@@ -198,6 +205,8 @@ def _run(m, dev):  # pragma: no cover - compiled
     ntensor = len(g.tensor_src)
     kind_base = max(n, len(g.edge_src)) + 1  # event int key = kind * kind_base + id
     ops.device[:] = dev
+    ops.start[:] = 0.0
+    ops.end[:] = 0.0
     devices.avail[:] = 0.0
     devices.busy[:] = 0.0
     channels.send_free[:] = 0.0
@@ -205,9 +214,13 @@ def _run(m, dev):  # pragma: no cover - compiled
     sent.of[:] = -1
     sent.count[0] = 0
 
-    pending = np.empty(n, dtype=np.int64)  # inputs not yet present on the op's device
+    pending = np.zeros(n, dtype=np.int64)  # inputs not yet present on the op's device
+    placed = 0
     for i in range(n):
-        pending[i] = g.in_ptr[i + 1] - g.in_ptr[i]
+        if dev[i] >= 0:
+            placed += 1
+            for k in range(g.in_ptr[i], g.in_ptr[i + 1]):
+                pending[i] += dev[g.edge_src[g.in_edges[k]]] >= 0
     # Buffers: a producer's copy of tensor t is buffer t, unless t shares an input's buffer;
     # the copy received by transfer x is buffer ntensor + x.
     buf = np.empty(ntensor, dtype=np.int64)  # the buffer of each tensor on its producer's device
@@ -217,14 +230,16 @@ def _run(m, dev):  # pragma: no cover - compiled
     memory.live[:] = 0
     memory.instant[:] = 0
     for i in range(n):
-        memory.live[dev[i]] += g.persistent[i]
+        if dev[i] >= 0:
+            memory.live[dev[i]] += g.persistent[i]
     memory.peak[:] = memory.live
     running = np.zeros(ndev, dtype=np.bool_)
 
     # One ready heap per device, keyed (time it became ready, op), each in its own slice.
     count = np.zeros(ndev, dtype=np.int64)
     for i in range(n):
-        count[dev[i]] += 1
+        if dev[i] >= 0:
+            count[dev[i]] += 1
     rbase = np.zeros(ndev, dtype=np.int64)
     for d in range(1, ndev):
         rbase[d] = rbase[d - 1] + count[d - 1]
@@ -235,7 +250,7 @@ def _run(m, dev):  # pragma: no cover - compiled
     ei = np.empty(n + 2 * len(g.edge_src) + 1, dtype=np.int64)
     esize = 0
     for i in range(n):
-        if pending[i] == 0:
+        if dev[i] >= 0 and pending[i] == 0:
             rsize[dev[i]] = push(rf, ri, rbase[dev[i]], rsize[dev[i]], 0.0, i)
 
     t = 0.0
@@ -266,7 +281,7 @@ def _run(m, dev):  # pragma: no cover - compiled
                 for tensor in range(g.op_tensor_ptr[i], g.op_tensor_ptr[i + 1]):  # deliver outputs
                     b = tensor
                     a = g.shared[tensor]
-                    if a < 0:
+                    if a < 0 or dev[g.tensor_src[a]] < 0:
                         buf_bytes[b] = g.held_bytes[tensor]
                         buf_start[b] = ops.start[i]
                     elif dev[g.tensor_src[a]] == d:
@@ -277,6 +292,8 @@ def _run(m, dev):  # pragma: no cover - compiled
                     for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
                         c = g.edge_dst[e]
                         dc = dev[c]
+                        if dc < 0:
+                            continue
                         if dc == d:
                             hold[b] += 1
                             pending[c] -= 1
@@ -295,9 +312,13 @@ def _run(m, dev):  # pragma: no cover - compiled
                                     alloc(memory, dc, g.recv_bytes[tensor])
                                     esize = push(ef, ei, 0, esize, transfers.end[x], _XFER_END * kind_base + x)
                             hold[ntensor + x] += 1
+                    if b == tensor and hold[b] == 0 and g.tensor_ptr[tensor + 1] > g.tensor_ptr[tensor]:
+                        free(memory, d, buf_bytes[b], buf_start[b], t)  # read by unplaced ops only
                 for k in range(g.in_ptr[i], g.in_ptr[i + 1]):  # release the inputs
                     e = g.in_edges[k]
                     tensor = g.edge_tensor[e]
+                    if dev[g.edge_src[e]] < 0:
+                        continue
                     b = buf[tensor] if dev[g.edge_src[e]] == d else ntensor + sent.of[tensor * ndev + d]
                     hold[b] -= 1
                     if hold[b] == 0:
@@ -321,5 +342,5 @@ def _run(m, dev):  # pragma: no cover - compiled
                         if pending[c] == 0:
                             rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
     end_instant(memory)
-    if done != n:
+    if done != placed:
         raise RuntimeError("simulation stalled: the graph is not a DAG")

@@ -11,6 +11,7 @@ import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
 from rlplace.cluster import load_preset
 from rlplace.coarsen import CoarseGraph
 from rlplace.envs import DeviceMask, PlacementEnv, RelativeReward, observation_to_data
+from rlplace.envs.partial import PartialSchedule
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.placers import make_placer
 from rlplace.sim import simulate
@@ -289,3 +290,68 @@ def test_vector_envs_step_two_copies(vector):
         assert terminated.all()
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("reward", ["sqrt", "linear", "log"])
+def test_schedule_shaping_adds_up_to_the_final_reward(reward):
+    g = layered(60, seed=4)
+    units = CoarseGraph.colocation(g).num_groups
+    order = np.random.default_rng(1).permutation(units)
+    env = make(graph=g, mode="sequential", shaping="schedule", schedule_features=True, order=order, reward=reward)
+    plain = make(graph=g, reward=reward)
+    action = np.random.default_rng(2).integers(0, 4, units)
+    obs, _ = env.reset()
+    rewards = []
+    for _ in range(units):
+        obs, r, terminated, _, info = env.step(int(action[int(obs["current_unit"])]))
+        rewards.append(r)
+    plain.reset()
+    _, final, *_ = plain.step(action)
+    assert terminated and sum(rewards) == pytest.approx(final)
+    assert sum(r != 0 for r in rewards[:-1]) > 10  # paid along the way, not all at the end
+    partial = env.unwrapped._partial
+    assert partial.estimate == info["step_time"]
+
+
+def test_partial_schedule_is_the_simulators_once_every_unit_is_placed():
+    g = layered(150, seed=3)
+    cluster = load_preset("baechi_2080")
+    units = CoarseGraph.from_labels(g, np.arange(g.num_ops) // 3).merged_with_colocation()
+    partial = PartialSchedule(units, cluster)
+    unit_device = np.random.default_rng(0).integers(0, cluster.num_devices, units.num_groups)
+    estimates = [partial.place(u, unit_device[u]) for u in range(units.num_groups)]
+    schedule = simulate(g, cluster, units.expand(unit_device), trace=True).schedule
+    np.testing.assert_array_equal(partial.start, schedule.op_start)
+    np.testing.assert_array_equal(partial.end, schedule.op_end)
+    assert estimates[-1] == schedule.step_time
+    assert 0 < estimates[0] < estimates[-1]
+    partial.reset()
+    assert partial.place(np.arange(units.num_groups), unit_device) == schedule.step_time
+
+
+def test_schedule_features_by_hand():
+    """a -> b on two devices: once a is placed on the slow device, b could start there at a's
+    end, or one transfer later on the fast one, and end at the same time either way."""
+    from conftest import op
+    from rlplace.cluster import Cluster, CommModel, Device
+    from rlplace.graph import OpGraph
+
+    g = OpGraph.from_records([op("a", 2.0, out=[10]), op("b", 4.0, out=[1])], [("a", "b", 10)])
+    cluster = Cluster((Device("d0", 10**6, 1.0), Device("d1", 10**6, 2.0)), CommModel(1.0, 0.1, "parallel"))
+    env = PlacementEnv(g, cluster, mode="sequential", schedule_features=True)
+    obs, _ = env.reset()
+    assert env._partial.scale == pytest.approx(3.0) and env._partial.choice_scale == pytest.approx(1.5)
+    np.testing.assert_allclose(obs["unit_schedule"].reshape(2, 3), [[0, 0, 2 / 3], [0, 0, 0]])
+    obs, *_ = env.step(0)  # a on d0: [0, 2]; estimate 2 + b on the fastest device (2) = 4
+    assert obs["partial_step_time"][0] == pytest.approx(4 / 3)
+    np.testing.assert_allclose(obs["unit_schedule"].reshape(2, 3), [[0, 2 / 3, 2 / 3], [0, 0, 0]], rtol=1e-6)
+    # b on d0: starts at 2, ends at 6 (estimate +2); on d1: starts at 2 + 2 (transfer), ends at 6 (+2)
+    np.testing.assert_allclose(obs["device_schedule"].reshape(2, 3), [[2 / 3, 0, 2 / 1.5], [0, 2 / 1.5, 2 / 1.5]],
+                               rtol=1e-6)
+
+
+def test_shaping_and_schedule_features_are_checked():
+    with pytest.raises(ConfigError, match="shaping"):
+        PlacementEnv(linear_regression(), mode="sequential", shaping="partial")
+    with pytest.raises(ConfigError, match="sequential"):
+        PlacementEnv(linear_regression(), schedule_features=True)

@@ -15,6 +15,7 @@ pytest.importorskip("sb3_contrib")
 from sb3_contrib import MaskablePPO  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_checker import check_env as sb3_check_env  # noqa: E402
+from stable_baselines3.common.preprocessing import preprocess_obs  # noqa: E402
 
 import rlplace.envs  # noqa: E402,F401  (registers rlplace/Placement-v0)
 from rlplace.cluster import load_preset  # noqa: E402
@@ -32,9 +33,14 @@ def graph():
     return layered(40, seed=1)
 
 
-@pytest.mark.parametrize(("mode", "wrap"), [("one_shot", None), ("sequential", None), ("sequential", DeviceMask)])
-def test_sb3_check_env_passes_without_warnings(mode, wrap):
-    env = PlacementEnv(graph(), mode=mode)
+SCHEDULE = {"shaping": "schedule", "schedule_features": True}
+
+
+@pytest.mark.parametrize(("mode", "wrap", "options"), [("one_shot", None, {}), ("sequential", None, {}),
+                                                       ("sequential", DeviceMask, {}), ("sequential", None, SCHEDULE),
+                                                       ("sequential", DeviceMask, SCHEDULE)])
+def test_sb3_check_env_passes_without_warnings(mode, wrap, options):
+    env = PlacementEnv(graph(), mode=mode, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sb3_check_env(wrap(env) if wrap else env)
@@ -52,10 +58,10 @@ def test_observation_entries_are_flat():
     assert edges.shape[1] == obs["edge_features"].shape[0] and edges.max() < U
 
 
-@pytest.mark.parametrize("mode", ["one_shot", "sequential"])
+@pytest.mark.parametrize(("mode", "options"), [("one_shot", {}), ("sequential", {}), ("sequential", SCHEDULE)])
 @pytest.mark.parametrize("extractor", [None, EXTRACTOR])
-def test_one_ppo_update(mode, extractor):
-    env = PlacementEnv(graph(), mode=mode)
+def test_one_ppo_update(mode, options, extractor):
+    env = PlacementEnv(graph(), mode=mode, **options)
     model = PPO("MultiInputPolicy", env, policy_kwargs=extractor, **TINY_PPO)
     before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(TINY_PPO["n_steps"])
@@ -65,8 +71,9 @@ def test_one_ppo_update(mode, extractor):
         assert isinstance(model.policy.features_extractor, GraphExtractor)
 
 
-def test_graph_extractor_reads_the_placement_and_the_current_unit():
-    env = PlacementEnv(graph(), mode="sequential")
+@pytest.mark.parametrize("options", [{}, SCHEDULE])
+def test_graph_extractor_reads_the_placement_and_the_current_unit(options):
+    env = PlacementEnv(graph(), mode="sequential", **options)
     model = PPO("MultiInputPolicy", env, policy_kwargs=EXTRACTOR, **TINY_PPO)
     first, _ = env.reset()
     second, *_ = env.step(1)
@@ -75,10 +82,10 @@ def test_graph_extractor_reads_the_placement_and_the_current_unit():
     assert not np.allclose(features[0].detach(), features[1].detach())
 
 
-@pytest.mark.parametrize("wrap", [False, True])
-def test_maskable_ppo_honours_the_masks(wrap):
+@pytest.mark.parametrize(("wrap", "options"), [(False, {}), (True, {}), (False, SCHEDULE)])
+def test_maskable_ppo_honours_the_masks(wrap, options):
     cluster = load_preset("baechi_2080").with_memory([1 << 40, 1, 1 << 40, 1 << 40])  # device 1 takes nothing
-    env = PlacementEnv(linear_regression(), cluster, mode="sequential")
+    env = PlacementEnv(linear_regression(), cluster, mode="sequential", **options)
     model = MaskablePPO("MultiInputPolicy", DeviceMask(env) if wrap else env, policy_kwargs=EXTRACTOR, **TINY_PPO)
     model.learn(TINY_PPO["n_steps"])
     assert model._n_updates == 1
@@ -105,8 +112,9 @@ def test_gymnasium_check_env_passes_on_every_wrapper(wrap):
 
 
 @pytest.mark.parametrize("reward", ["sqrt", "linear", "log"])
-def test_env_pickles(reward):
-    env = RelativeReward(PlacementEnv(graph(), mode="sequential", reward=reward, shaping=True), 0.01)
+@pytest.mark.parametrize("options", [{"shaping": True}, SCHEDULE])
+def test_env_pickles(reward, options):
+    env = RelativeReward(PlacementEnv(graph(), mode="sequential", reward=reward, **options), 0.01)
     env.reset(seed=0)
     env.step(2)
     copy = pickle.loads(pickle.dumps(env))
@@ -114,3 +122,20 @@ def test_env_pickles(reward):
     a, b = env.step(action), copy.step(action)
     assert a[1] == b[1]
     np.testing.assert_array_equal(a[0]["placement"], b[0]["placement"])
+
+
+def test_graph_extractor_builds_the_adjacency_once_per_batch_size():
+    env = PlacementEnv(graph(), mode="sequential", **SCHEDULE)
+    extractor = GraphExtractor(env.observation_space, hidden=8)
+    obs, _ = env.reset()
+    model = PPO("MultiInputPolicy", env, policy_kwargs=EXTRACTOR, **TINY_PPO)
+    one = preprocess_obs(model.policy.obs_to_tensor(obs)[0], env.observation_space)
+    two = {key: value.repeat(2, *[1] * (value.dim() - 1)) for key, value in one.items()}
+    first = extractor(one)
+    assert extractor._adjacency(one["edge_index"].long().reshape(1, 2, -1)) is extractor._cached[1]
+    np.testing.assert_allclose(extractor(two).detach(), first.detach().repeat(2, 1), rtol=1e-6)
+    np.testing.assert_allclose(extractor(one).detach(), first.detach())
+    other = {**one, "edge_index": one["edge_index"].flip(-1)}  # another graph, same batch size
+    fresh = GraphExtractor(env.observation_space, hidden=8)
+    fresh.load_state_dict(extractor.state_dict())
+    np.testing.assert_allclose(extractor(other).detach(), fresh(other).detach(), rtol=1e-6)

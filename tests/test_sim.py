@@ -241,3 +241,27 @@ def test_invariants_on_a_large_layered_graph():
         sub = slice(0, 300)
         assert np.all(s.op_end[sub] >= s.op_start[sub])
         assert r.step_time >= g.critical_path() - 1e-9
+
+
+@given(random_dags(), st.data())
+def test_partial_placement_runs_the_graph_induced_by_the_placed_ops(g, data):
+    n = data.draw(st.integers(1, 3))
+    c = cluster(n, data.draw(st.sampled_from(["parallel", "sequential"])), memory=100)
+    dev = np.array(data.draw(st.lists(st.integers(-1, n - 1), min_size=g.num_ops, max_size=g.num_ops)))
+    placed = np.flatnonzero(dev >= 0)
+    r = simulate(g, c, dev, trace=True, partial=True)
+    sub = simulate(g.subgraph(placed), c, dev[placed], trace=True)
+    assert r.step_time == sub.step_time
+    np.testing.assert_array_equal(r.peak_memory, sub.peak_memory)
+    assert r.oom == sub.oom and r.num_transfers == sub.num_transfers
+    np.testing.assert_array_equal(r.schedule.op_end[placed], sub.schedule.op_end)
+    assert not r.schedule.op_end[dev < 0].any()
+
+
+def test_a_partial_placement_is_refused_unless_asked_for():
+    g = diamond()
+    with pytest.raises(PlacementError, match="device index -1"):
+        simulate(g, cluster(2), np.array([0, -1, 0, 0]))
+    full, partial = (simulate(g, cluster(2), np.array([0, 1, 0, 0]), partial=p) for p in (False, True))
+    assert partial.step_time == full.step_time == 8.0
+    np.testing.assert_array_equal(partial.peak_memory, full.peak_memory)
