@@ -62,12 +62,6 @@ def heuristic_start(problem, placer: str, seed: int = 0, **options) -> Heuristic
     return HeuristicStart(names[j], *found[j], float(step[j]), bool(overflow[j] > 0))
 
 
-def heuristic_actions(problem, placer: str, seed: int = 0, **options) -> tuple[Placement, torch.Tensor]:
-    """(placement, action) of ``heuristic_start``."""
-    start = heuristic_start(problem, placer, seed, **options)
-    return start.placement, start.actions
-
-
 def extras_for(policy: Policy, actions: torch.Tensor) -> dict[str, torch.Tensor]:
     explain = getattr(policy, "extras_for", None)
     return explain(actions) if explain is not None else {}

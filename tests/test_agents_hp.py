@@ -11,7 +11,7 @@ from rlplace.agents.base import Batch, Policy
 from rlplace.agents.policies import make_policy
 from rlplace.agents.policies.seq2seq import AttentionDecoder, BiLSTMEncoder
 from rlplace.agents.trainer import TrainConfig, train
-from rlplace.agents.warmstart import WarmStartConfig, behaviour_clone, heuristic_actions
+from rlplace.agents.warmstart import WarmStartConfig, behaviour_clone, heuristic_start
 from rlplace.backends import SimBackend
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.envs import PlacementEnv
@@ -189,7 +189,7 @@ def test_planner_finds_the_optimum_of_a_toy_graph(tmp_path):
 
 
 def test_behaviour_cloning_reproduces_a_heuristic_placement(env):
-    _, actions = heuristic_actions(env, "heft")
+    actions = heuristic_start(env, "heft").actions
     assert len(set(actions.tolist())) > 1
     for grouping in ("learned", "none"):
         policy = make_policy("hierarchical", env, seed=0, grouping=grouping, unit_embedding=16, **TINY)

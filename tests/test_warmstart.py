@@ -8,7 +8,7 @@ import torch
 import rlplace.envs  # noqa: F401
 from rlplace.agents.algos import make_algorithm
 from rlplace.agents.policies.mars import MarsConfig, MarsPolicy
-from rlplace.agents.warmstart import heuristic_actions, seed_with_first_sample
+from rlplace.agents.warmstart import heuristic_start, seed_with_first_sample
 from rlplace.envs import PlacementEnv
 from rlplace.errors import ConfigError
 from rlplace.placers.search import HEURISTICS
@@ -26,7 +26,7 @@ def test_first_sample_seeds_the_baseline(env, algorithm):
     policy = MarsPolicy.from_env(env, MarsConfig(encoder_hidden=16, placer_hidden=24, transformer_heads=2,
                                                  transformer_layers=1, pretrain=False, segment_size=8))
     algo = make_algorithm(algorithm, policy)
-    placement, _ = heuristic_actions(env, "heft")
+    placement = heuristic_start(env, "heft").placement
     _, reward = seed_with_first_sample(env, algo, placement)
     baseline = algo.baseline.value if algorithm == "ppo" else algo.baseline
     assert baseline == pytest.approx(reward)
@@ -37,10 +37,11 @@ def test_first_sample_seeds_the_baseline(env, algorithm):
 
 def test_best_warm_start_is_the_fastest_heuristic():
     env = PlacementEnv(fork_join(4, 3, compute_time=5e-3, output_bytes=1000), "mars_p100")
-    steps = {h: simulate(env.graph, env.cluster, heuristic_actions(env, h)[0]).step_time for h in HEURISTICS}
-    placement, actions = heuristic_actions(env, "best")
+    steps = {h: simulate(env.graph, env.cluster, heuristic_start(env, h).placement).step_time for h in HEURISTICS}
+    start = heuristic_start(env, "best")
+    placement, actions = start.placement, start.actions
     assert simulate(env.graph, env.cluster, placement).step_time == min(steps.values())
     assert min(steps.values()) < steps["single"]  # the choice matters here
     np.testing.assert_array_equal(env.units.expand(actions.numpy()).device_of, placement.device_of)
     with pytest.raises(ConfigError, match="placer=best"):
-        heuristic_actions(env, "best", device=1)
+        heuristic_start(env, "best", device=1)
