@@ -151,6 +151,7 @@ def test_a_malformed_baechi_profile_is_a_graph_error_naming_the_file(write_profi
     path = write_profile(change)
     if message is None:
         assert load_baechi_profile(path).num_ops == 2828
+        assert load_baechi_profile(path.parent).num_ops == 2828  # the profile's folder, as shipped
         return
     with pytest.raises(GraphError) as info:
         load_baechi_profile(path)
@@ -166,8 +167,8 @@ def test_a_baechi_profile_names_the_op_with_a_bad_cost(write_profile):
         load_baechi_profile(path)
 
 
-def test_a_directory_or_an_oversized_file_is_not_a_baechi_profile(baechi_profile, tmp_path):
-    with pytest.raises(GraphError, match=f"{tmp_path}: not a Baechi cost.pkl profile"):
+def test_a_folder_without_cost_pkl_or_an_oversized_file_is_not_a_baechi_profile(baechi_profile, tmp_path):
+    with pytest.raises(GraphError, match=f"{tmp_path / 'cost.pkl'}: no such Baechi profile"):
         load_baechi_profile(tmp_path)
     with pytest.raises(GraphError, match="cost.pkl: more than 1000 bytes"):
         load_baechi_profile(baechi_profile, max_bytes=1000)

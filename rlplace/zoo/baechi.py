@@ -74,11 +74,13 @@ def default_profile_path() -> Path:
 
 def read_baechi_pickle(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tuple[list, dict[str, Cost]]:
     """The GraphDef's NodeDefs and the cost dictionary of a Baechi ``cost.pkl`` of at most
-    ``max_bytes``."""
+    ``max_bytes`` (``path``: the file, or the profile's folder holding it)."""
     from google.protobuf.message import DecodeError
     from tensorboard.compat.proto import graph_pb2  # TensorFlow's GraphDef without loading TensorFlow
 
     path = Path(path)
+    if path.is_dir():
+        path = path / "cost.pkl"
     try:
         if path.stat().st_size > max_bytes:
             raise GraphError(f"{path}: more than {max_bytes} bytes (max_bytes raises the limit)")
