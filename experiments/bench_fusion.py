@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -70,30 +69,14 @@ def graphs(keys: list[str]):
             yield key, with_analytical_costs(zoo_graph(model, knobs), "gtx2080"), "analytical (roofline, gtx2080)"
 
 
-@contextmanager
-def fusion_rule(rule: str):
-    """The placers build ``GraphOptimizer`` with its default rule; run them under ``rule``."""
-    import rlplace.coarsen as coarsen
-
-    default = coarsen.fuse
-    coarsen.fuse = lambda graph, coplace, exact_check=False, _rule=None: default(graph, coplace, exact_check, rule)
-    try:
-        yield
-    finally:
-        coarsen.fuse = default
-
-
 def place(name: str, graph, cluster: Cluster, variant: str, coplacement: bool) -> dict:
     from rlplace.placers import make_placer
     from rlplace.sim import simulate
 
-    placer = make_placer(name, coplacement=coplacement, fusion=variant != "off")
+    placer = make_placer(name, coplacement=coplacement, fusion=variant != "off",
+                         fusion_rule="lossless" if variant == "off" else variant)
     start = time.perf_counter()
-    if variant == "off":
-        placement = placer.place(graph, cluster)
-    else:
-        with fusion_rule(variant):
-            placement = placer.place(graph, cluster)
+    placement = placer.place(graph, cluster)
     elapsed = time.perf_counter() - start
     placement.validate(graph, cluster)
     r = simulate(graph, cluster, placement)
