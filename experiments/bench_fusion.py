@@ -10,6 +10,9 @@ default: fusion off, fusion with Baechi §3.3's degree rule (``fusion_rule="degr
 default before this benchmark) and with the lossless rule (the default now). Every placement is
 judged by the simulator. Beside it, placer-independent: the longest compute-only path of the
 graph the optimizer hands the placer, against the op graph's (fusion should not lengthen it).
+The lossless rule is also run with the repaired optimizer's options (``REPAIRED``: the "cost"
+co-placement rule, ``defer_sources``, ``updates_backward``; experiments/coplacement.py), fusion
+off and on.
 
 Writes experiments/results/bench_fusion.md and bench_fusion.json.
 """
@@ -19,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +49,7 @@ MODELS = {
 QUICK = ["bert-3", "linear_regression"]
 PLACERS = ["m_etf", "m_sct"]
 VARIANTS = ["off", "degree", "lossless"]  # fusion off / §3.3's rule (before) / lossless (after)
+REPAIRED = {"coplacement_rule": "cost", "defer_sources": True, "updates_backward": True}
 
 
 def clusters() -> dict[str, Cluster]:
@@ -70,30 +73,14 @@ def graphs(keys: list[str]):
             yield key, with_analytical_costs(zoo_graph(model, knobs), "gtx2080"), "analytical (roofline, gtx2080)"
 
 
-@contextmanager
-def fusion_rule(rule: str):
-    """The placers build ``GraphOptimizer`` with its default rule; run them under ``rule``."""
-    import rlplace.coarsen as coarsen
-
-    default = coarsen.fuse
-    coarsen.fuse = lambda graph, coplace, exact_check=False, _rule=None: default(graph, coplace, exact_check, rule)
-    try:
-        yield
-    finally:
-        coarsen.fuse = default
-
-
-def place(name: str, graph, cluster: Cluster, variant: str, coplacement: bool) -> dict:
+def place(name: str, graph, cluster: Cluster, variant: str, coplacement: bool, **options) -> dict:
     from rlplace.placers import make_placer
     from rlplace.sim import simulate
 
-    placer = make_placer(name, coplacement=coplacement, fusion=variant != "off")
+    placer = make_placer(name, coplacement=coplacement, fusion=variant != "off",
+                         fusion_rule="lossless" if variant == "off" else variant, **options)
     start = time.perf_counter()
-    if variant == "off":
-        placement = placer.place(graph, cluster)
-    else:
-        with fusion_rule(variant):
-            placement = placer.place(graph, cluster)
+    placement = placer.place(graph, cluster)
     elapsed = time.perf_counter() - start
     placement.validate(graph, cluster)
     r = simulate(graph, cluster, placement)
@@ -146,6 +133,8 @@ def run(keys: list[str]) -> dict:
                            "single_oom": bool(single.oom)}
                     for variant in VARIANTS:
                         rec[variant] = place(name, graph, cluster, variant, coplacement)
+                    for variant in ("off", "lossless"):
+                        rec[f"repaired_{variant}"] = place(name, graph, cluster, variant, coplacement, **REPAIRED)
                     records.append(rec)
     return {"models": meta, "clusters": {k: {"devices": c.num_devices, "memory_bytes": int(c.memory.min()),
                                                "latency": c.comm.latency, "seconds_per_byte": c.comm.seconds_per_byte,
@@ -184,16 +173,33 @@ def markdown(out: dict) -> str:
                      f"{r['degree']['step_time'] / r['off']['step_time']:.2f}× | "
                      f"{r['lossless']['step_time'] / r['off']['step_time']:.2f}× | "
                      f"{r['off']['nodes_placed']} / {r['degree']['nodes_placed']} / {r['lossless']['nodes_placed']} |")
+    lines += ["", "## Step time with the repaired optimizer's options", "",
+              f"`{REPAIRED}`, fusion off and lossless (co-placement as in the row).", "",
+              "| model | cluster | placer | co-placement | off | lossless | lossless/off |", "|---|---|---|---|---:|---:|---:|"]
+    for r in recs:
+        off, on = r["repaired_off"], r["repaired_lossless"]
+        lines.append(f"| {r['model']} | {r['cluster']} | {r['placer']} | {'on' if r['coplacement'] else 'off'} | "
+                     f"{_ms(off['step_time'])}{' OOM' if off['oom'] else ''} | {_ms(on['step_time'])}"
+                     f"{' OOM' if on['oom'] else ''} | {on['step_time'] / off['step_time']:.2f}× |")
     lines += ["", "## Summary over the rows above", "",
               "| rule | rows | geometric mean fused/off | worst | rows > 5% slower | rows > 5% faster | "
               "nodes placed (geometric mean, share of off) |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for rule in ("degree", "lossless"):
-        ratio = np.array([r[rule]["step_time"] / r["off"]["step_time"] for r in recs])
-        nodes = np.array([r[rule]["nodes_placed"] / r["off"]["nodes_placed"] for r in recs])
+    for rule, on, off in (("degree", "degree", "off"), ("lossless", "lossless", "off"),
+                          ("lossless, repaired options", "repaired_lossless", "repaired_off")):
+        ratio = np.array([r[on]["step_time"] / r[off]["step_time"] for r in recs])
+        nodes = np.array([r[on]["nodes_placed"] / r[off]["nodes_placed"] for r in recs])
         lines.append(f"| {rule} | {len(ratio)} | {np.exp(np.log(ratio).mean()):.3f} | {ratio.max():.2f}× | "
                      f"{int(np.sum(ratio > 1.05))} | {int(np.sum(ratio < 1 / 1.05))} | "
                      f"{np.exp(np.log(nodes).mean()):.2f} |")
+    base = {(r["model"], r["cluster"], r["placer"]): r["off"]["step_time"] for r in recs if not r["coplacement"]}
     cp = [r for r in recs if r["coplacement"]]
+    lines += ["", "Optimizer on (co-placement and lossless fusion) / off (neither; colocation only, default options), "
+              "per model, cluster and placer:", "",
+              "| optimizer on | rows | geometric mean on/off | worst | rows > 5% slower |", "|---|---:|---:|---:|---:|"]
+    for label, key in (("defaults", "lossless"), ("repaired options", "repaired_lossless")):
+        ratio = np.array([r[key]["step_time"] / base[(r["model"], r["cluster"], r["placer"])] for r in cp])
+        lines.append(f"| {label} | {len(ratio)} | {np.exp(np.log(ratio).mean()):.3f} | {ratio.max():.2f}× | "
+                     f"{int(np.sum(ratio > 1.05))} |")
     worse = [r["off"]["step_time"] / r["single"] for r in cp]
     lines += ["", f"Co-placement on, fusion off: slower than one device in {sum(w > 1 for w in worse)} of "
               f"{len(cp)} rows (worst {max(worse):.2f}× the single-device step); co-placement off, fusion off: in "

@@ -377,7 +377,8 @@ def group_working_bytes(graph: OpGraph, group_of: np.ndarray, k: int | None = No
     return peak
 
 
-def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: str = "lossless") -> CoarseGraph:
+def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: str = "lossless",
+         defer_sources: bool = False) -> CoarseGraph:
     """Operator fusion (Baechi §3.3): contract edges src -> dst whose ends share a co-placement
     label, keeping the graph of groups acyclic. Degrees count every edge (data and control) of
     the current graph of groups; passes repeat until nothing fuses.
@@ -405,7 +406,11 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
       and no other group of its set is a source: the set is then placed when the reader is
       ready, not at time 0 before anything is known (Baechi Fig. 6). Only this one delays
       anything: the source's own compute, which for a training step's sources (variables,
-      constants, inputs) is next to none.
+      constants, inputs) is next to none. With ``defer_sources`` every source of a set that has
+      an input from outside the set joins a successor in its set (one that no other path from
+      the source reaches, so no cycle), until the set has no source left: a set of many sources
+      (a variable, its slots, the batch-norm constants of a co-placement set) is then placed when
+      a member that waits for that input is ready, not by one of its sources at time 0.
 
     Otherwise a source is never extended: every source is ready at time 0, so a list scheduler
     runs the other sources between a source and its reader, which a fused node would forbid.
@@ -476,14 +481,21 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
     _, set_of = np.unique(np.asarray(coplace), return_inverse=True)
     set_of = set_of.reshape(-1)
     sources = np.bincount(set_of[np.diff(graph.in_ptr) == 0], minlength=int(set_of.max(initial=-1)) + 1)
+    entered = np.zeros(len(sources), dtype=bool)  # sets with an input from outside
+    entered[set_of[graph.edge_dst[set_of[graph.edge_src] != set_of[graph.edge_dst]]]] = True
     tol = 1e-9 * (float(work.sum()) or 1.0)  # the same times summed in another order
 
-    def defer_sources() -> bool:
-        """Sources join their only reader where that defers their set's placement."""
+    def joins(u: int, u0: int, v: int) -> bool:
+        if defer_sources:
+            return entered[set_of[u0]] and not other_path(u, v)
+        return len(succ[u]) == 1 and len(pred[v]) > 1 and sources[set_of[u0]] == 1
+
+    def sources_join() -> bool:
+        """Sources join a reader in their set where that defers their set's placement."""
         done = False
         for u0, v0 in inside:
             u, v = find(u0), find(v0)
-            if u != v and not pred[u] and len(succ[u]) == 1 and len(pred[v]) > 1 and sources[set_of[u0]] == 1:
+            if u != v and not pred[u] and joins(u, u0, v):
                 sources[set_of[u0]] -= 1
                 w = work[u] + work[v]
                 work[contract(u, v)] = w
@@ -506,7 +518,7 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
                     ready.append(x)
         return est, eft
 
-    defer_sources()
+    sources_join()
     while True:
         est, eft = asap()
         changed = True
@@ -531,7 +543,7 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
                     r = contract(u, v)
                     est[r], eft[r], work[r] = start, finish, w
                     changed = True
-        if not defer_sources():
+        if not sources_join():
             break
     return CoarseGraph.from_labels(graph, [find(i) for i in range(n)], coplace=coplace)
 
@@ -543,9 +555,10 @@ class GraphOptimizer:
     ``colocation`` keeps TensorFlow colocation groups on one device, ``coplacement`` adds the
     co-placement sets of §3.2, ``fusion`` contracts edges inside those sets (``fuse``:
     ``fusion_rule`` "lossless", the default, or §3.3's "degree" rule, which ``fusion_exact_check``
-    extends with the path check). ``coplacement_rule``: "paper" (§3.2 as written, the default) or
-    "cost" (``coplacement_labels``, with ``coplacement_ratio``). The result's ``coplace`` labels
-    become the colocation groups of its quotient, which placers co-adjust (§3.1)."""
+    extends with the path check, and ``defer_sources`` with every source of an entered set).
+    ``coplacement_rule``: "paper" (§3.2 as written, the default) or "cost"
+    (``coplacement_labels``, with ``coplacement_ratio``). The result's ``coplace`` labels become
+    the colocation groups of its quotient, which placers co-adjust (§3.1)."""
 
     colocation: bool = True
     coplacement: bool = True
@@ -554,20 +567,25 @@ class GraphOptimizer:
     fusion_rule: str = "lossless"
     coplacement_rule: str = "paper"  # or "cost" (``coplacement_labels``)
     coplacement_ratio: float = 0.1
+    defer_sources: bool = False
 
     def optimize(self, graph: OpGraph, comm: CommModel | None = None) -> CoarseGraph:
         """The grouping of ``graph``; ``comm``: the interconnect, for the "cost" co-placement rule."""
         labels = coplacement_labels(graph, self.colocation, self.coplacement, self.coplacement_rule, comm,
                                     self.coplacement_ratio)
         if self.fusion:
-            return fuse(graph, labels, self.fusion_exact_check, self.fusion_rule)
+            return fuse(graph, labels, self.fusion_exact_check, self.fusion_rule, self.defer_sources)
         return CoarseGraph(graph, np.arange(graph.num_ops), labels)
 
 
-def backward_ops(graph: OpGraph) -> np.ndarray:
+def backward_ops(graph: OpGraph, updates: bool = False) -> np.ndarray:
     """Which ops belong to the backward pass: those with a ``forward_op``, and those whose data
     inputs all come from the backward pass (gradient sums such as TensorFlow's
-    ``gradients/AddN``, which name no forward op)."""
+    ``gradients/AddN``, which name no forward op). With ``updates`` also those with any data
+    input from the backward pass: the optimizer's updates (``ResourceApplyRMSProp``), which read
+    the gradient beside the variable and the learning rate. Counted as forward, an update is
+    placed with the forward ops although it runs after the gradients and, colocated with its
+    variable, it decides the device of the variable's co-placement set at time 0 (§3.1)."""
     backward = graph.forward_op >= 0
     if not backward.any():
         return backward
@@ -576,14 +594,15 @@ def backward_ops(graph: OpGraph) -> np.ndarray:
         inputs = graph.in_edges[graph.in_ptr[i]:graph.in_ptr[i + 1]]
         inputs = inputs[data[inputs]]
         if len(inputs):
-            backward[i] = bool(backward[graph.edge_src[inputs]].all())
+            from_backward = backward[graph.edge_src[inputs]]
+            backward[i] = bool(from_backward.any() if updates else from_backward.all())
     return backward
 
 
-def forward_part(graph: OpGraph) -> tuple[OpGraph, np.ndarray]:
-    """The subgraph of forward ops (not ``backward_ops``) and their indices in ``graph``, for
-    forward-operator-based placement (Baechi §3.3)."""
-    keep = np.flatnonzero(~backward_ops(graph))
+def forward_part(graph: OpGraph, updates: bool = False) -> tuple[OpGraph, np.ndarray]:
+    """The subgraph of forward ops (not ``backward_ops``, with ``updates`` as there) and their
+    indices in ``graph``, for forward-operator-based placement (Baechi §3.3)."""
+    keep = np.flatnonzero(~backward_ops(graph, updates))
     if len(keep) == graph.num_ops:
         return graph, keep
     ops = []

@@ -10,9 +10,10 @@ reader's other inputs arrived. The quotient also dropped the bytes a fused node 
 the ``lossless`` rule guarantees on random training-like graphs.
 """
 
+import networkx as nx
 import numpy as np
 import pytest
-from conftest import op
+from conftest import op, training_graph
 from hypothesis import given, strategies as st
 
 from rlplace.cluster import Cluster, CommModel
@@ -21,104 +22,6 @@ from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
 from rlplace.sim import simulate
-
-
-# ------------------------------------------------------------------------------ training-like graphs
-def training_graph(seed: int, continuous: bool = False, layers: int | None = None) -> OpGraph:
-    """A random training step: forward layers (some with a weight: a variable and its read,
-    colocated), skip connections and elementwise chains, a loss; the backward pass (one gradient
-    op per forward input, naming its forward op, reading the forward inputs; a gradient sum
-    where a forward output has several readers); per weight an Adam-like slot variable and an
-    update op colocated with the variable, reading the weight gradient; sometimes a global step
-    (a variable and its increment, colocated, after every update, which a decaying learning rate
-    may read). Costs are drawn from a few values (ties, like unprofiled ops) or, with
-    ``continuous``, from a log-uniform range."""
-    rng = np.random.default_rng(seed)
-    n_layers = layers or int(rng.integers(2, 9))
-    ops, edges, size = [], [], {}
-
-    def add(name, t, out, persistent=0, temporary=0, **extra):
-        ops.append({"name": name, "compute_time": float(t), "persistent_bytes": int(persistent),
-                    "temporary_bytes": int(temporary), "output_bytes": list(out), **extra})
-        size[name] = out[0] if out else 0
-        return name
-
-    def cost():
-        if continuous:
-            return float(np.exp(rng.uniform(np.log(1e-6), np.log(2e-3))))
-        return float(rng.choice([1e-6, 5e-6, 2e-5, 1e-4, 5e-4, 2e-3], p=[.2, .2, .2, .2, .1, .1]))
-
-    def tiny():
-        return 1e-6 * (1 + rng.random()) if continuous else 1e-6
-
-    def nbytes():
-        return int(rng.choice([4, 1_000, 100_000, 1_000_000, 4_000_000]))
-
-    inputs = {}  # forward op -> its data inputs
-    acts = [add("input", tiny(), [nbytes()])]
-    weights = []
-    for i in range(n_layers):
-        srcs = [acts[-1]]
-        if len(acts) > 1 and rng.random() < 0.4:  # a skip connection
-            srcs.append(acts[int(rng.integers(0, len(acts) - 1))])
-        if rng.random() < 0.7:
-            w = add(f"w{i}", tiny(), [0], persistent=nbytes(), colocation_group=f"w{i}")
-            r = add(f"w{i}/read", tiny(), [nbytes()], colocation_group=f"w{i}")
-            edges.append((w, r, 0))
-            weights.append((w, r))
-            srcs.insert(1, r)
-        y = add(f"f{i}", cost(), [nbytes()], temporary=nbytes())
-        edges += [(p, y, size[p]) for p in srcs]
-        inputs[y] = srcs
-        if rng.random() < 0.3:  # an elementwise op after it
-            z = add(f"f{i}/act", cost(), [nbytes()])
-            edges.append((y, z, size[y]))
-            inputs[z] = [y]
-            y = z
-        acts.append(y)
-    loss = add("loss", 1e-5, [4])
-    edges.append((acts[-1], loss, size[acts[-1]]))
-    inputs[loss] = [acts[-1]]
-
-    readers: dict[str, list[str]] = {}
-    for y, srcs in inputs.items():
-        for p in srcs:
-            readers.setdefault(p, []).append(y)
-    grad_of: dict[str, str] = {}  # op -> the backward op giving the gradient of its output
-    grad_in: dict[tuple[str, str], str] = {}
-    for y in list(inputs)[::-1]:
-        for p in inputs[y]:
-            gp = add(f"grad/{y}/{p}", cost(), [max(size[p], 4)], forward_op=y)
-            if y in grad_of:
-                edges.append((grad_of[y], gp, max(size[y], 4)))
-            edges += [(q, gp, size[q]) for q in inputs[y]]
-            grad_in[(y, p)] = gp
-        for p in inputs[y]:
-            parts = [grad_in.get((r, p)) for r in readers[p]]
-            if p not in grad_of and all(parts):
-                if len(parts) == 1:
-                    grad_of[p] = parts[0]
-                else:
-                    s = add(f"sum/{p}", 1e-5, [max(size[p], 4)])
-                    edges += [(q, s, max(size[p], 4)) for q in parts]
-                    grad_of[p] = s
-    train = add("train", tiny(), [])
-    step = None
-    if rng.random() < 0.7:
-        step = add("step", tiny(), [0], persistent=8, colocation_group="step")
-        lr = add("lr", 5e-6, [4])
-        if rng.random() < 0.5:
-            edges.append((step, lr, 8))
-        update_step = add("step/update", tiny(), [0], colocation_group="step")
-        edges += [(step, update_step, 8), (update_step, train, 0, CONTROL)]
-    for w, r in weights:
-        m = add(f"{w}/m", tiny(), [0], persistent=1_000, colocation_group=w)
-        apply = add(f"{w}/apply", float(rng.choice([5e-6, 1e-4])), [0], colocation_group=w)
-        edges += [(w, apply, 0), (m, apply, 0), (grad_of[r], apply, size[r]), (apply, train, 0, CONTROL)]
-        if step is not None:
-            edges += [("lr", apply, 4), (apply, "step/update", 0, CONTROL)]
-    unique = {(e[0], e[1], e[3] if len(e) > 3 else 0): e for e in edges}
-    return OpGraph.from_records(ops, list(unique.values()), name=f"training{seed}")
 
 
 def _longest_path(g: OpGraph) -> float:
@@ -135,15 +38,7 @@ def _units(n: int, latency: float, seconds_per_byte: float = 0.0) -> Cluster:
 
 def _place(name: str, g: OpGraph, c: Cluster, rule: str | None, **options):
     """Place with fusion under ``rule`` (None: fusion off) and simulate; returns (step, devices)."""
-    import rlplace.coarsen as coarsen
-
-    fuse_default = coarsen.fuse
-    if rule is not None:
-        coarsen.fuse = lambda graph, coplace, exact=False, _=None: fuse_default(graph, coplace, exact, rule)
-    try:
-        p = make_placer(name, fusion=rule is not None, **options).place(g, c)
-    finally:
-        coarsen.fuse = fuse_default
+    p = make_placer(name, fusion=rule is not None, fusion_rule=rule or "lossless", **options).place(g, c)
     p.validate(g, c)  # every op placed once, no colocation group split
     return simulate(g, c, p).step_time, p.device_of
 
@@ -238,6 +133,27 @@ def test_sources_join_only_to_defer_their_set():
     g6 = OpGraph.from_records([op("grad"), op("step", **st), op("update_step", **st)],
                               [("step", "update_step", 8), ("grad", "update_step", 0, CONTROL)])
     assert {"step", "update_step"} in _groups(g6, fuse(g6, coplacement_labels(g6, coplacement=False)))
+
+
+def test_deferred_sources_join_their_entered_set():
+    """With ``defer_sources`` a source of a set that has an input from outside joins a successor
+    in its set where no other path leads there: slot joins update (w's set is entered by grad),
+    var joins read. var + read cannot join update too (the path through mm and grad would make a
+    cycle), so they stay a source, which the list schedulers hold (``_list_schedule``). A source
+    of a set with no input from outside (c) stays a node of its own."""
+    w = {"colocation_group": "w"}
+    ops = [op("x"), op("var", 0.1, **w), op("read", 0.1, **w), op("mm", 5.0), op("grad", 5.0, forward_op="mm"),
+           op("slot", 0.1, **w), op("update", 1.0, **w), op("c", 0.1, colocation_group="k"),
+           op("d", 0.1, colocation_group="k")]
+    edges = [("var", "read", 0), ("x", "mm", 1), ("read", "mm", 1), ("mm", "grad", 1), ("x", "grad", 1),
+             ("var", "update", 0), ("slot", "update", 0), ("grad", "update", 1), ("c", "d", 1)]
+    g = OpGraph.from_records(ops, edges)
+    coplace = coplacement_labels(g, coplacement=False)
+    cg = fuse(g, coplace, defer_sources=True)
+    assert [sorted(grp) for grp in _groups(g, cg) if len(grp) > 1] == [["read", "var"], ["slot", "update"]]
+    assert all(len(grp) == 1 for grp in _groups(g, fuse(g, coplace)))  # without: w's set has two sources
+    q = cg.quotient()
+    assert nx.is_directed_acyclic_graph(nx.DiGraph(list(zip(q.edge_src.tolist(), q.edge_dst.tolist()))))
 
 
 def test_unknown_rule_is_a_config_error():

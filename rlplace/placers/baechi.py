@@ -15,9 +15,11 @@ An (op, device) pair whose device lacks the memory is put back until the device'
 of memory, and dropped when none is due (§2.3); when the first op of a colocation group is placed,
 the whole group goes to that device and the group's memory is reserved there (§3.1, §4.2). An op
 that fits nowhere goes to the device it overfills least: placement never fails, and the
-simulator reports the OOM. ``coplacement_rule="cost"`` and ``defer_sources`` are this project's
-options beside the paper's rules (``rlplace.coarsen.coplacement_labels``, ``_list_schedule``;
-measured in experiments/results/coplacement.md); both are off by default.
+simulator reports the OOM. ``coplacement_rule="cost"``, ``defer_sources`` and ``updates_backward``
+are this project's options beside the paper's rules (``rlplace.coarsen.coplacement_labels``,
+``rlplace.coarsen.fuse``, ``_list_schedule``, ``rlplace.coarsen.backward_ops``); all three on, the
+optimizer no longer makes m-ETF/m-SCT slower than with it off (experiments/results/coplacement.md).
+They are off by default until the recorded tables are re-recorded with them.
 
 Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
 they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
@@ -65,7 +67,8 @@ class _BaechiPlacer:
     fusion_rule: str = "lossless"  # or "degree": §3.3's rule as written (rlplace.coarsen.fuse)
     coplacement_rule: str = "paper"  # or "cost": §3.2's case (i) by its costs (rlplace.coarsen.coplacement_labels)
     coplacement_ratio: float = 0.1  # "cost": an op joins its reader if its compute <= ratio x its transfer
-    defer_sources: bool = False  # m-ETF/m-SCT: a group's sources wait until another member decides its device
+    defer_sources: bool = False  # a group's sources wait until another member decides its device (fusion, m-ETF/m-SCT)
+    updates_backward: bool = False  # forward-only placement: optimizer updates follow, as backward ops do
     forward_only: bool = True
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
@@ -102,7 +105,7 @@ class _BaechiPlacer:
         self.planned_peak = caps  # m-TOPO's plan is its cap; the list schedulers set their own
         if single_peak is not None and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
-            sub, keep = self._once("forward_part", lambda: forward_part(graph))
+            sub, keep = self._once("forward_part", lambda: forward_part(graph, self.updates_backward))
             return follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps)), self.planned_peak
         return self._optimize_and_place(graph, cluster, caps), self.planned_peak
 
@@ -113,7 +116,7 @@ class _BaechiPlacer:
             return self._place_work(graph, cluster, caps, False)
         coarse = self._once(("coarse", id(graph)), lambda: GraphOptimizer(
             self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule,
-            self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm))
+            self.coplacement_rule, self.coplacement_ratio, self.defer_sources).optimize(graph, cluster.comm))
         work = self._once(("work", id(graph)), coarse.quotient)
         self.nodes_placed = work.num_ops
         return coarse.expand(self._place_work(work, cluster, caps, True)).device_of
