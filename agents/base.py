@@ -67,6 +67,10 @@ class Batch:
 
 @runtime_checkable
 class Algorithm(Protocol):
+    differentiates_samples: bool
+    """Whether ``update`` differentiates ``batch.sample.log_probs`` (REINFORCE); if not (PPO
+    re-scores the actions), the trainer samples without autograd."""
+
     def update(self, policy: Policy, batch: Batch) -> dict[str, float]:
         """One update from samples to gradient step(s); returns statistics to log (loss,
         entropy, baseline, ...)."""

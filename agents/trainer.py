@@ -170,7 +170,8 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
         updates_this_run, stopped = 0, False
         start = time.perf_counter() - progress.elapsed
         while not _spent(config, progress):
-            sample = policy.sample(config.samples, generator)
+            with torch.set_grad_enabled(algorithm.differentiates_samples):
+                sample = policy.sample(config.samples, generator)
             actions = sample.actions.detach().cpu().numpy()
             rewards, step_times, valid = evaluator.evaluate(actions)
             batch = Batch(sample, torch.as_tensor(rewards, dtype=torch.float32),

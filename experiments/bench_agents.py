@@ -1,11 +1,14 @@
 """Throughput of the learned placers at the papers' network sizes on a 2,000-op graph (layered,
 baechi_2080), this machine's CPU:
 
-- sampling: policy samples + simulations per second (k placements drawn, each evaluated by the
-  environment's simulator backend through the vector environment), no learning;
+- sampling: policy samples + simulations per second (k placements drawn without autograd, each
+  evaluated by the environment's simulator backend through the vector environment), no learning;
 - training: evaluated placements per second of ``train`` (sampling, evaluation and the
   algorithm's update: REINFORCE for the Hierarchical Planner, PPO's 3 epochs over 20 samples
-  for Mars).
+  for Mars);
+- where Mars' time goes: seconds per update of k = 10 placements by phase (sampling,
+  simulation, PPO's scoring forward passes, of which the graph and segment encoders, backward
+  passes and Adam steps), and DGI pre-training, which runs once per graph before training.
 
     python experiments/bench_agents.py [out_dir] [--threads N]
 
@@ -16,13 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
+from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
+from rlplace.agents.algos import make_algorithm
+from rlplace.agents.base import Batch
+from rlplace.agents.configs import DGIConfig
 from rlplace.agents.policies import make_policy
-from rlplace.agents.trainer import Evaluator, TrainConfig, train
+from rlplace.agents.pretrain import pretrain_encoder
+from rlplace.agents.trainer import Evaluator, TrainConfig, flushed_subnormals, train
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.envs import PlacementEnv
@@ -40,17 +50,67 @@ def sampling_rate(graph, cluster, agent: str, k: int, options: dict, rounds: int
     policy = make_policy(agent, PlacementEnv(**env_options), **options)
     evaluator = Evaluator(env_options, k, seed=0)
     generator = torch.Generator().manual_seed(0)
-    evaluator.evaluate(policy.sample(k, generator).actions.numpy())  # warm-up (numba, allocations)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        evaluator.evaluate(policy.sample(k, generator).actions.numpy())
+    with torch.no_grad():
+        evaluator.evaluate(policy.sample(k, generator).actions.numpy())  # warm-up (numba, allocations)
+        start = time.perf_counter()
+        for _ in range(rounds):
+            evaluator.evaluate(policy.sample(k, generator).actions.numpy())
     return rounds * k / (time.perf_counter() - start)
+
+
+@contextmanager
+def timed(times: dict[str, list[float]], phase: str, repeat: int = 1):
+    start = time.perf_counter()
+    yield
+    times[phase].append(repeat * (time.perf_counter() - start))
+
+
+def mars_breakdown(graph, cluster, k: int, options: dict, rounds: int, dgi_iterations: int = 20) -> dict[str, float]:
+    """Median seconds per PPO update of Mars by phase over ``rounds`` updates (after one to warm
+    up). The update is timed whole; its 3 epochs x 4 minibatches are split by timing one more
+    minibatch's scoring forward pass, backward pass and Adam step, times 12. DGI: seconds per
+    iteration x 1,000 iterations (§4.2), once per graph."""
+    env_options = {"graph": graph, "cluster": cluster, "backend": SimBackend(), "mode": "one_shot"}
+    policy = make_policy("mars", PlacementEnv(**env_options), seed=0, **options)
+    ppo = make_algorithm("ppo", policy)
+    evaluator, generator = Evaluator(env_options, k, seed=0), torch.Generator().manual_seed(0)
+    passes = ppo.config.epochs * ppo.config.num_minibatches
+    times: dict[str, list[float]] = defaultdict(list)
+    for _ in range(rounds + 1):
+        with timed(times, "sampling (no autograd)"), torch.no_grad():
+            sample = policy.sample(k, generator)
+        with timed(times, "simulation"):
+            rewards, step_times, valid = evaluator.evaluate(sample.actions.numpy())
+        with timed(times, "PPO update, all of it"), flushed_subnormals():
+            ppo.update(policy, Batch(sample, torch.as_tensor(rewards, dtype=torch.float32),
+                                     torch.as_tensor(step_times), torch.as_tensor(valid)))
+        minibatch = ppo.buffer[:len(ppo.buffer) // ppo.config.num_minibatches]
+        with flushed_subnormals():
+            with timed(times, "- scoring forward passes", passes):
+                loss, _ = ppo.loss(policy, minibatch)
+            with timed(times, "  - of which graph + segment encoders (GCN, bi-LSTM)", passes), torch.no_grad():
+                policy.placer.encode(policy.encoder(policy.x, policy.edge_index))
+            with timed(times, "- backward passes", passes):
+                loss.backward()
+            with timed(times, "- Adam steps (with gradient clipping)", passes):
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), ppo.config.max_grad_norm)
+                ppo.optimizer.step()
+            ppo.optimizer.zero_grad()
+    evaluator.close()
+    breakdown = {phase: statistics.median(seconds[1:]) for phase, seconds in times.items()}
+    start = time.perf_counter()
+    pretrain_encoder(policy.encoder, policy.x, policy.edge_index, policy.config.encoder_hidden,
+                     DGIConfig(iterations=dgi_iterations, cache_dir=None))
+    breakdown["DGI pre-training, 1,000 iterations (once per graph)"] = \
+        (time.perf_counter() - start) / dgi_iterations * DGIConfig().iterations
+    return breakdown
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default="outputs/bench_agents")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--breakdown-rounds", type=int, default=2, help="Mars updates timed by phase")
     args = parser.parse_args()
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -70,11 +130,19 @@ def main() -> None:
                         "training_per_second": summary["placements_per_second"], "threads": args.threads})
         print(records[-1], flush=True)
 
-    (out_dir / "bench_agents.json").write_text(json.dumps(records, indent=1))
+    k, options = AGENTS["mars"][1:]
+    breakdown = mars_breakdown(graph, cluster, k, options, rounds=args.breakdown_rounds)
+    print(breakdown, flush=True)
+    (out_dir / "bench_agents.json").write_text(json.dumps({"throughput": records, "mars_breakdown_seconds": breakdown},
+                                                          indent=1))
     lines = [f"Graph layered(2000), cluster baechi_2080, {args.threads} torch thread(s).", "",
              "| agent | k per update | samples + simulations / s | training placements / s |", "|---|---|---|---|"]
     lines += [f"| {r['agent']} | {r['samples_per_update']} | {r['sampling_per_second']:.1f} | "
               f"{r['training_per_second']:.2f} |" for r in records]
+    lines += ["", f"Mars (hidden 512, segment 128), seconds per update of k = {k} placements, median of "
+              f"{args.breakdown_rounds} update(s) after one to warm up:", "",
+              "| phase | seconds |", "|---|---|"]
+    lines += [f"| {phase} | {seconds:.2f} |" for phase, seconds in breakdown.items()]
     (out_dir / "bench_agents.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -85,6 +85,69 @@ def test_same_seed_same_placements(env19, variant):
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
+def straightforward_scores(policy: MarsPolicy, actions: torch.Tensor, noise: torch.Tensor | None = None):
+    """(actions, per-unit log probabilities, entropies) of the segment decoder as Mars §3.3
+    states it: one placement, one segment and one unit at a time, the context computed from the
+    state and then concatenated with it, autograd through every step. Teacher-forced on
+    ``actions`` [k, U]; with ``noise`` [k, U, D] the device is ``argmax(logits + noise)``."""
+    placer = policy.placer
+    memories, finals = placer.encode(policy.encoder(policy.x, policy.edge_index))
+    chosen, log_probs, entropies = [], [], []
+    for j in range(actions.shape[0]):
+        unit = 0
+        for memory, (h, c) in zip(memories, finals):
+            previous = placer.num_devices
+            for m in memory:
+                context = torch.softmax(memory @ placer.query(h), dim=0) @ memory
+                gates = placer.unit_gates(m) + placer.device_gates.weight[previous] + \
+                    placer.recurrent_gates(torch.cat([h, context]))
+                i, f, g, o = gates.chunk(4)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+                log_p = torch.log_softmax(placer.out(h), dim=0)
+                previous = int(actions[j, unit] if noise is None else torch.argmax(log_p.detach() + noise[j, unit]))
+                chosen.append(previous)
+                log_probs.append(log_p[previous])
+                entropies.append(-(log_p.exp() * log_p).sum())
+                unit += 1
+    shape = actions.shape
+    return torch.tensor(chosen).reshape(shape), torch.stack(log_probs).reshape(shape), \
+        torch.stack(entropies).reshape(shape)
+
+
+@pytest.mark.parametrize("variant, segment_size", [("mars", 8), ("seq2seq", 8)])
+def test_batched_scoring_matches_the_straightforward_loop(env19, variant, segment_size):
+    """The decoder as the policy runs it (segments x samples as one batch, the context entering
+    the gates through the projected memory, the fused backward pass of
+    ``input_feeding.TeacherForced``) gives the log probabilities, entropies and gradients of the
+    decoder written out one placement and one unit at a time; sampling picks the same devices."""
+    policy = tiny_policy(env19, variant, segment_size=segment_size)
+    generator = torch.Generator().manual_seed(0)
+    actions = torch.randint(0, env19.num_devices, (4, env19.num_units), generator=generator)
+
+    def loss_and_gradients(log_probs, entropy):
+        policy.zero_grad()
+        (log_probs.sum() - 0.5 * entropy.sum()).backward()
+        return [p.grad.clone() for p in policy.parameters()]
+
+    log_probs, entropy = policy.log_prob(actions, {}, per_unit=True)
+    gradients = loss_and_gradients(log_probs, entropy)
+    _, expected_log_probs, expected_entropy = straightforward_scores(policy, actions)
+    expected_gradients = loss_and_gradients(expected_log_probs, expected_entropy)
+    torch.testing.assert_close(log_probs, expected_log_probs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(entropy, expected_entropy, atol=1e-5, rtol=0)
+    for got, expected in zip(gradients, expected_gradients):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+    uniform = torch.rand(3, env19.num_units, env19.num_devices, generator=generator).clamp_min(1e-20)
+    noise = -torch.log(-torch.log(uniform))
+    with torch.no_grad():
+        sampled, sampled_log_probs, _ = policy._decide(3, noise=noise)
+        expected_actions, expected_sampled, _ = straightforward_scores(policy, actions[:3], noise)
+    assert torch.equal(sampled, expected_actions)
+    torch.testing.assert_close(sampled_log_probs, expected_sampled, atol=1e-5, rtol=0)
+
+
 def test_log_probs_are_normalized():
     """On 3 units and 2 devices the probabilities of all 8 placements add up to 1."""
     g = layered(3, width=1, seed=0)

@@ -104,6 +104,8 @@ class Rollout:
 class PPO:
     """Implements ``rlplace.agents.base.Algorithm`` for one policy (its optimizer is built here)."""
 
+    differentiates_samples = False  # the samples' log probabilities at sampling are constants of the ratio
+
     def __init__(self, policy: Policy, config: PPOConfig = PPOConfig()):
         self.config = config
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)

@@ -29,6 +29,8 @@ from rlplace.options import checked
 class Reinforce:
     """Implements ``rlplace.agents.base.Algorithm``."""
 
+    differentiates_samples = True
+
     def __init__(self, policy: Policy, config: ReinforceConfig | None = None):
         self.config = config or ReinforceConfig()
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=self.config.lr)

@@ -42,6 +42,7 @@ from torch import nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
 from rlplace.agents.base import Sample
+from rlplace.agents.policies.input_feeding import TeacherForced, step
 from rlplace.agents.configs import DGIConfig, MarsConfig
 from rlplace.agents.pretrain import PretrainResult, pretrain_encoder
 from rlplace.options import checked
@@ -69,9 +70,11 @@ class GraphEncoder(nn.Module):
 class SegmentSeq2SeqPlacer(nn.Module):
     """Mars' segment-level seq2seq placer (§3.3, Fig. 6); one segment is the plain seq2seq.
 
-    The decoder is an LSTM written out (``i, f, g, o`` gates) so that the parts of its input
-    shared by all k samples — the unit's encoder output — are projected once per unit, and the
-    previous device enters through a trainable embedding straight into gate space."""
+    The decoder is an LSTM written out (``i, f, g, o`` gates, ``input_feeding``) so that the
+    parts of its input shared by all k samples — the unit's encoder output — are projected once
+    per unit, and the previous device enters through a trainable embedding straight into gate
+    space. Sampling chooses devices step by step without autograd; scoring known devices (PPO's
+    re-scoring, and sampling with gradients on) runs ``input_feeding.TeacherForced``."""
 
     def __init__(self, in_dim: int, hidden: int, num_devices: int, segment_size: int):
         super().__init__()
@@ -97,29 +100,35 @@ class SegmentSeq2SeqPlacer(nn.Module):
                k: int, actions: torch.Tensor | None, noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Decode S padded segments side by side, k samples each: ``memory`` [S, L, hidden],
         ``valid`` [S, L], ``init`` ([S, hidden], [S, hidden]). Teacher-forced on ``actions``
-        [S, k, L] if given, else ``argmax(logits + noise)`` with ``noise`` [S, k, L, D].
+        [S, k, L] if given, else ``argmax(logits + noise)`` with ``noise`` [S, k, L, D]: chosen
+        step by step without autograd, then, if gradients are on, scored teacher-forced.
         Returns (actions [S, k, L], logits [S, k, L, D]); padding is never attended to."""
         S, L, H = memory.shape
-        hx, cx = (part[:, None, :].expand(S, k, H) for part in init)
-        prev = torch.full((S, k), self.num_devices, dtype=torch.long)
+        init = tuple(part[:, None, :].expand(S, k, H) for part in init)
         keys = (memory @ self.query.weight).transpose(1, 2)      # query(h)·m = h·(W_q m): [S, H, L]
-        # One [S, 4H] slice per step: indexing a tensor per step would cost a zero-filled
-        # gradient of the whole tensor per step in the backward pass.
-        unit_gates = self.unit_gates(memory).unbind(1)            # shared by the k samples
-        padding = ~valid[:, None, :]
-        chosen, logits = [], []
-        for t in range(L):
-            scores = torch.bmm(hx, keys).masked_fill(padding, -math.inf)
-            context = torch.bmm(torch.softmax(scores, dim=-1), memory)
-            gates = (unit_gates[t][:, None] + self.device_gates(prev)
-                     + self.recurrent_gates(torch.cat([hx, context], dim=-1)))
-            i, f, g, o = gates.chunk(4, dim=-1)
-            cx = torch.sigmoid(f) * cx + torch.sigmoid(i) * torch.tanh(g)
-            hx = torch.sigmoid(o) * torch.tanh(cx)
-            logit = self.out(hx)
-            prev = actions[:, :, t] if actions is not None else torch.argmax(logit.detach() + noise[:, :, t], dim=-1)
-            chosen.append(prev)
-            logits.append(logit)
+        state_weight, context_weight = self.recurrent_gates.weight.split(H, dim=1)
+        # context·W_c = attention·(memory W_c): the context enters the gates through this [S, L, 4H]
+        weights = (state_weight, keys, memory @ context_weight.T, ~valid[:, None, :])
+        unit_gates = self.unit_gates(memory).transpose(0, 1)[:, :, None]   # [L, S, 1, 4H], shared by the k samples
+        start = torch.full((S, k, 1), self.num_devices, dtype=torch.long)
+        if actions is None:
+            with torch.no_grad():
+                actions, logits = self._roll_out(unit_gates, init, weights, start[..., 0], noise)
+            if not torch.is_grad_enabled():
+                return actions, logits
+        previous = torch.cat([start, actions[:, :, :-1]], dim=2).permute(2, 0, 1)       # [L, S, k]
+        hs = TeacherForced.apply(unit_gates + self.device_gates(previous), *init, *weights)
+        return actions, self.out(hs).permute(1, 2, 0, 3)
+
+    def _roll_out(self, unit_gates: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], weights: tuple,
+                  previous: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step loop that chooses the devices, from the start token ``previous`` [S, k]."""
+        (h, c), chosen, logits = state, [], []
+        for t in range(unit_gates.shape[0]):
+            h, c, *_ = step(h, c, unit_gates[t] + self.device_gates.weight[previous], *weights)
+            logits.append(self.out(h))
+            previous = torch.argmax(logits[-1] + noise[:, :, t], dim=-1)
+            chosen.append(previous)
         return torch.stack(chosen, dim=2), torch.stack(logits, dim=2)
 
     def forward(self, h: torch.Tensor, k: int, actions: torch.Tensor | None = None,
