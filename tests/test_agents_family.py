@@ -94,7 +94,8 @@ def test_checkpoint_places_an_unseen_graph_and_fine_tunes_there(trained, family,
 
 def test_resume_continues_exactly(family, cluster, tmp_path):
     whole = train_family(family, cluster, SimBackend(), config(budget_placements=24), tmp_path / "whole", "sample")
-    stopped = train_family(family, cluster, SimBackend(), config(budget_placements=24, stop_after_updates=2, checkpoint_every=1),
+    stopped = train_family(family, cluster, SimBackend(),
+                           config(budget_placements=24, stop_after_updates=2, checkpoint_every=1),
                            tmp_path / "parts", "sample")
     assert stopped["stopped"] and stopped["evaluated"] == 8
     resumed = train_family(family, cluster, SimBackend(), config(budget_placements=24, resume=True),
