@@ -45,9 +45,11 @@ from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.agents.configs import TrainConfig, WarmStartConfig
 from rlplace.agents.family import train_family
 from rlplace.agents.placer import PolicyPlacer
+from rlplace.agents.policies import make_policy
 from rlplace.agents.trainer import CHECKPOINT, train
 from rlplace.backends import SimBackend
 from rlplace.cluster import Cluster
+from rlplace.envs import PlacementEnv
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
 from rlplace.placers.search import HEURISTICS, LocalSearch, best_of
@@ -121,20 +123,39 @@ def reference_cell(graph: OpGraph, cluster: Cluster) -> dict:
 def target_cell(setup: Setup, cluster: Cluster, graph: OpGraph, seed: int, work: Path) -> dict:
     checkpoint = work / f"family_s{seed}" / CHECKPOINT
     zero = simulate(graph, cluster, PolicyPlacer("mars", checkpoint).place(graph, cluster))
-    run_dir = work / f"finetune_{graph.name}_s{seed}"
     config = train_config(setup, seed, setup.finetune, init_checkpoint=str(checkpoint))
     config.policy["pretrain"] = False   # the encoder comes from the checkpoint
     start = time.perf_counter()
-    train(graph, cluster, SimBackend(), config, run_dir)
-    progress = read_checkpoint(run_dir / CHECKPOINT).progress
-    sampled = [t if ok else math.inf for t, ok in zip(progress["step_times"], progress["valid"])][:setup.finetune]
+    tuned, evaluations = best_sampled(graph, cluster, config, work / f"finetune_{graph.name}_s{seed}", setup.finetune)
     name, placement, overflow, step = best_of(graph, cluster, HEURISTICS)
     search = LocalSearch(evaluations=setup.search, seed=seed, progress=False).search(
         graph, cluster, placement, name, (overflow, step), spent=1)
     return {"zero_shot": zero.step_time, "zero_shot_oom": zero.oom,
-            "fine_tuned": min(sampled), "fine_tune_evaluations": len(sampled),
+            "fine_tuned": tuned, "fine_tune_evaluations": evaluations,
             "fine_tune_seconds": time.perf_counter() - start,
             "local_search": search.step_time, "local_search_oom": search.oom, "search_evaluations": search.evaluations}
+
+
+def direct_cell(setup: Setup, cluster: Cluster, graph: OpGraph, seed: int, work: Path) -> dict:
+    """Controls without the family: the greedy placement of an untrained policy (same options
+    and seed, no pre-training), and the best of the same number of placements trained from
+    scratch on the graph (Mars' DGI pre-training on it included, as Mars Table 3's "direct")."""
+    env = PlacementEnv(graph, cluster, mode="one_shot")
+    fresh = make_policy("mars", env, seed=seed, **{**setup.policy, "pretrain": False})
+    untrained = simulate(graph, cluster, env.units.expand(fresh.greedy().numpy()))
+    config = train_config(setup, seed, setup.finetune)
+    direct, _ = best_sampled(graph, cluster, config, work / f"direct_{graph.name}_s{seed}", setup.finetune)
+    return {"untrained_greedy": untrained.step_time, "untrained_greedy_oom": untrained.oom, "direct": direct}
+
+
+def best_sampled(graph: OpGraph, cluster: Cluster, config: TrainConfig, run_dir: Path, n: int) -> tuple[float, int]:
+    """Train (``rlplace.agents.trainer.train``); the best valid step time of the first ``n``
+    placements sampled (the greedy placement the trainer evaluates at the end is not one) and
+    how many there were."""
+    train(graph, cluster, SimBackend(), config, run_dir)
+    progress = read_checkpoint(run_dir / CHECKPOINT).progress
+    sampled = [t if ok else math.inf for t, ok in zip(progress["step_times"], progress["valid"])][:n]
+    return min(sampled), len(sampled)
 
 
 # ------------------------------------------------------------------------------ the run
@@ -154,6 +175,8 @@ def run(setup: Setup, out: Path, work: Path, max_minutes: float | None, stem: st
         jobs.append((f"family/s{seed}", lambda s=seed: family_cell(setup, cluster, s, work)))
         jobs += [(f"target/{n}/s{seed}", lambda g=g, s=seed: target_cell(setup, cluster, g, s, work))
                  for n, g in unseen.items()]
+    jobs += [(f"direct/{n}/s{seed}", lambda g=g, s=seed: direct_cell(setup, cluster, g, s, work))
+             for seed in setup.seeds for n, g in unseen.items()]
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     torch.set_num_threads(1)
     for key, job in tqdm(jobs, desc="amortisation cells", unit="cell"):
@@ -213,20 +236,28 @@ def render(record: dict) -> str:
                            f"{(g['warm_start_step_time'] or math.nan) * 1e3:.1f}" for n, g in fam["graphs"].items())
         lines.append(f"- family training, seed {seed}: {fam['evaluated']} placements in {fam['seconds']:.0f} s "
                      f"({fam['placements_per_second']:.2f}/s); greedy / best sampled / warm start (ms): {graphs}")
-    lines += ["", f"| unseen graph | zero-shot (1 eval) | fine-tuned (best of {setup['finetune']}) | "
-              f"local search ({setup['search']} evals) | "
-              "best heuristic | single | lower bound | zero-shot ≤ 1.05 × best heuristic | "
-              "fine-tuned < local search |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    ratios = [g["greedy_step_time"] / g["warm_start_step_time"] for s in setup["seeds"]
+              if isinstance(fam := cells.get(f"family/s{s}"), dict) for g in fam["graphs"].values()]
+    if ratios:
+        lines.append(f"- on the training graphs themselves the trained policy's greedy placement is "
+                     f"{np.median(ratios):.3f}× the best heuristic (median over graphs and seeds; "
+                     f"{min(ratios):.3f}–{max(ratios):.3f})")
+    columns = ["unseen graph", "untrained policy (greedy)", "zero-shot (1 eval)",
+               f"fine-tuned (best of {setup['finetune']})", f"from scratch (best of {setup['finetune']})",
+               f"local search ({setup['search']} evals)", "best heuristic", "single", "lower bound",
+               f"zero-shot ≤ {1 + WITHIN:.2f} × best heuristic", "fine-tuned < local search"]
+    lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for name in setup["unseen"]:
         v = verdicts(record, name)
         ref, runs = v["ref"], v["runs"]
         if not isinstance(ref, dict):
-            lines.append(f"| {name} | {NOT_RUN} |" + " |" * 8)
+            lines.append(f"| `{name}` | " + " | ".join([NOT_RUN] * (len(columns) - 1)) + " |")
             continue
+        direct = [c for s in setup["seeds"] if isinstance(c := cells.get(f"direct/{name}/s{s}"), dict)]
         word = lambda met, detail: NOT_RUN if met is None else f"{'met' if met else 'not met'} ({detail})"  # noqa: E731
         lines.append(" | ".join([
-            f"| `{name}`", spread([r["zero_shot"] for r in runs]), spread([r["fine_tuned"] for r in runs]),
+            f"| `{name}`", spread([c["untrained_greedy"] for c in direct]), spread([r["zero_shot"] for r in runs]),
+            spread([r["fine_tuned"] for r in runs]), spread([c["direct"] for c in direct]),
             spread([r["local_search"] for r in runs]),
             f"{ref['best_heuristic_step_time'] * 1e3:.2f} ({ref['best_heuristic']})", f"{ref['single'] * 1e3:.2f}",
             f"{ref['lower_bound'] * 1e3:.2f}",

@@ -19,7 +19,7 @@ def test_every_cell_is_computed_and_tabled(smoke):
     out, _, record = smoke
     setup, cells = A.SMOKE, record["cells"]
     assert set(cells) == {"reference/T28w4", *(f"family/s{s}" for s in setup.seeds),
-                          *(f"target/T28w4/s{s}" for s in setup.seeds)}
+                          *(f"target/T28w4/s{s}" for s in setup.seeds), *(f"direct/T28w4/s{s}" for s in setup.seeds)}
     ref = cells["reference/T28w4"]
     assert ref["lower_bound"] <= ref["best_heuristic_step_time"] <= ref["single"]
     for seed in setup.seeds:
@@ -28,20 +28,22 @@ def test_every_cell_is_computed_and_tabled(smoke):
         target = cells[f"target/T28w4/s{seed}"]
         assert target["fine_tune_evaluations"] == setup.finetune and target["search_evaluations"] == setup.search
         assert target["local_search"] <= ref["best_heuristic_step_time"]
-        assert min(target["zero_shot"], target["fine_tuned"]) >= ref["lower_bound"]
+        direct = cells[f"direct/T28w4/s{seed}"]
+        learned = (target["zero_shot"], target["fine_tuned"], direct["direct"], direct["untrained_greedy"])
+        assert min(learned) >= ref["lower_bound"]
     assert json.loads((out / "amortisation.json").read_text()) == json.loads(json.dumps(record))
     row = next(line for line in (out / "amortisation.md").read_text().splitlines() if line.startswith("| `T28w4`"))
-    assert row.count("|") == 10 and row.count("met (") == 2
+    assert row.count("|") == 12 and row.count("met (") == 2 and A.NOT_RUN not in row
 
 
 def test_a_rerun_computes_nothing_and_a_deadline_marks_cells_not_run(smoke, monkeypatch, tmp_path):
     out, work, record = smoke
-    for name in ("family_cell", "target_cell", "reference_cell"):
+    for name in ("family_cell", "target_cell", "reference_cell", "direct_cell"):
         monkeypatch.setattr(A, name, lambda *a, **k: pytest.fail("a cached cell was computed again"))
     assert A.run(A.SMOKE, out, work, max_minutes=None) == json.loads(json.dumps(record))
     late = A.run(A.SMOKE, tmp_path, work, max_minutes=0)
     assert set(late["cells"].values()) == {A.NOT_RUN}
-    assert "Not run (time): family/s0" in (tmp_path / "amortisation.md").read_text()
+    assert "Not run (time): direct/T28w4/s0, direct/T28w4/s1, family/s0" in (tmp_path / "amortisation.md").read_text()
     other = replace(A.SMOKE, search=A.SMOKE.search + 1)   # another setup: the json is not reused
     assert set(A.run(other, out, work, max_minutes=0)["cells"].values()) == {A.NOT_RUN}
 
