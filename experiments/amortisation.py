@@ -33,7 +33,7 @@ import argparse
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -275,9 +275,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--smoke", action="store_true", help="tiny graphs and budgets (seconds)")
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "rlplace" / "amortisation")
     parser.add_argument("--max-minutes", type=float, default=None)
+    parser.add_argument("--family-budget", type=int, default=None,
+                        help="placements over the family per seed; written to amortisation_family<N>.*")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None)
     args = parser.parse_args(argv)
-    setup = SMOKE if args.smoke else FULL
-    return run(setup, args.out, args.work / ("smoke" if args.smoke else "full"), args.max_minutes)
+    setup, stem = (SMOKE, "smoke") if args.smoke else (FULL, "full")
+    if args.family_budget is not None or args.seeds is not None:
+        setup = replace(setup, family_budget=args.family_budget or setup.family_budget, seeds=args.seeds or setup.seeds)
+        stem = f"family{setup.family_budget}_seeds{'_'.join(map(str, setup.seeds))}"
+    name = "amortisation" if stem in ("smoke", "full") else f"amortisation_{stem}"
+    return run(setup, args.out, args.work / stem, args.max_minutes, name)
 
 
 if __name__ == "__main__":
