@@ -1,0 +1,145 @@
+"""Training one Mars policy on a family of graphs (rlplace.agents.family): shared weights that
+learn, a checkpoint that resumes exactly and places an unseen graph, and the refusals."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rlplace.agents.checkpoint import read_checkpoint
+from rlplace.agents.configs import PPOConfig, TrainConfig, WarmStartConfig
+from rlplace.agents.family import share_parameters, train_family
+from rlplace.agents.placer import PolicyPlacer
+from rlplace.agents.policies import make_policy
+from rlplace.agents.trainer import CHECKPOINT, train
+from rlplace.backends import SimBackend
+from rlplace.envs import PlacementEnv
+from rlplace.errors import CheckpointError, ConfigError
+from rlplace.presets import load_preset
+from rlplace.zoo import chain, layered
+
+POLICY = dict(encoder_hidden=8, placer_hidden=16, segment_size=4, type_buckets=8, pretrain=False)
+
+
+def config(**overrides) -> TrainConfig:
+    return TrainConfig(**{"agent": "mars", "algorithm": "ppo", "samples": 4, "policy": POLICY,
+                          "budget_placements": 16, "progress": False, "plots": False, **overrides})
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    return load_preset("cluster", "mars_p100")
+
+
+@pytest.fixture(scope="module")
+def family():
+    return [layered(14, width=3, seed=1, name="a"), layered(10, width=2, seed=2, name="b")]
+
+
+@pytest.fixture(scope="module")
+def trained(family, cluster, tmp_path_factory):
+    out = tmp_path_factory.mktemp("family")
+    return out, train_family(family, cluster, SimBackend(), config(), out)
+
+
+def fresh_parameters(graph, cluster) -> dict[str, torch.Tensor]:
+    env = PlacementEnv(graph, cluster, mode="one_shot")
+    return dict(make_policy("mars", env, seed=0, **POLICY).named_parameters())
+
+
+def test_training_goes_round_the_family_and_changes_the_shared_weights(trained, family, cluster):
+    out, summary = trained
+    assert summary["evaluated"] == 16 and summary["updates"] == 4
+    assert {name: g["updates"] for name, g in summary["graphs"].items()} == {"a": 2, "b": 2}
+    assert all(g["evaluated"] == 8 and np.isfinite(g["best_step_time"]) for g in summary["graphs"].values())
+    assert json.loads((out / "results.json").read_text())["graphs"]["b"]["greedy_evaluation"]["step_time"] > 0
+    saved = read_checkpoint(out / CHECKPOINT)
+    assert saved.problem["family"][1]["graph"] == "b"
+    initial = fresh_parameters(family[0], cluster)
+    changed = [name for name, p in initial.items() if not torch.equal(p, saved.policy[name])]
+    assert len(changed) == len(initial)   # every weight was trained, the encoder's included
+
+
+def test_shared_parameters_drive_every_graphs_policy(family, cluster):
+    """After sharing, a policy built with other weights places like its owner (the LSTM's flat
+    weights follow the shared tensors), and a step on the owner moves both."""
+    env = PlacementEnv(family[0], cluster, mode="one_shot")
+    owner, other = (make_policy("mars", env, seed=s, **POLICY) for s in (0, 1))
+    before = other.log_prob(owner.greedy()[None], {})[0]
+    share_parameters(other, owner)
+    torch.testing.assert_close(other.log_prob(owner.greedy()[None], {})[0], owner.log_prob(owner.greedy()[None], {})[0])
+    assert not torch.allclose(before, owner.log_prob(owner.greedy()[None], {})[0])
+    with torch.no_grad():
+        next(owner.parameters()).add_(1.0)
+    assert torch.equal(next(other.parameters()), next(owner.parameters()))
+
+
+def test_checkpoint_places_an_unseen_graph_and_fine_tunes_there(trained, family, cluster, tmp_path):
+    out, _ = trained
+    unseen = chain(9, name="unseen")
+    placer = PolicyPlacer("mars", out / CHECKPOINT)
+    assert not placer.trained_on(family[0], cluster)
+    placement = placer.place(unseen, cluster)
+    placement.validate(unseen, cluster)
+    env = PlacementEnv(unseen, cluster, mode="one_shot")
+    fresh = make_policy("mars", env, seed=0, **POLICY)
+    fresh.load_state_dict({**fresh.state_dict(), **{k: v for k, v in read_checkpoint(out / CHECKPOINT).policy.items()
+                                                     if k not in ("x", "edge_index")}})
+    assert np.array_equal(placement.device_of, env.units.expand(fresh.greedy().numpy()))
+    tuned = train(unseen, cluster, SimBackend(), config(budget_placements=4, init_checkpoint=str(out / CHECKPOINT)),
+                  tmp_path)
+    assert tuned["init_tensors_skipped"] == 0 and tuned["init_tensors_copied"] > 0
+
+
+def test_resume_continues_exactly(family, cluster, tmp_path):
+    whole = train_family(family, cluster, SimBackend(), config(budget_placements=24), tmp_path / "whole", "sample")
+    stopped = train_family(family, cluster, SimBackend(),
+                           config(budget_placements=24, stop_after_updates=2, checkpoint_every=1),
+                           tmp_path / "parts", "sample")
+    assert stopped["stopped"] and stopped["evaluated"] == 8
+    resumed = train_family(family, cluster, SimBackend(), config(budget_placements=24, resume=True),
+                           tmp_path / "parts", "sample")
+    assert resumed["graphs"] == whole["graphs"]
+    a, b = (read_checkpoint(d / CHECKPOINT).policy for d in (tmp_path / "whole", tmp_path / "parts"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(CheckpointError, match="another agent or family"):
+        train_family(family[:1], cluster, SimBackend(), config(resume=True), tmp_path / "parts")
+
+
+def test_warm_start_seeds_each_graph(family, cluster, tmp_path):
+    ws = WarmStartConfig(placer="m_etf", first_sample=True)
+    summary = train_family(family, cluster, SimBackend(), config(budget_placements=10, warm_start=ws), tmp_path)
+    for graph in summary["graphs"].values():
+        assert graph["warm_start_placer"] and graph["evaluated"] == 1 + 4 * graph["updates"]
+        assert graph["best_step_time"] <= graph["heuristic_step_time"]
+
+
+def test_refusals(family, cluster, tmp_path):
+    other_types = layered(12, width=3, seed=3, name="c")
+    other_types.op_type = ["Other" if i % 2 else t for i, t in enumerate(other_types.op_type)]
+    with pytest.raises(ConfigError, match="encoder.* depends on the graph"):
+        train_family([family[0], other_types], cluster, SimBackend(),
+                     config(policy={**POLICY, "type_buckets": 0}), tmp_path)
+    with pytest.raises(ConfigError, match="distinct names"):
+        train_family([family[0], family[0]], cluster, SimBackend(), config(), tmp_path)
+    with pytest.raises(ConfigError, match="behaviour_cloning"):
+        train_family(family, cluster, SimBackend(),
+                     config(warm_start=WarmStartConfig(placer="m_etf", behaviour_cloning=True)), tmp_path)
+    with pytest.raises(ConfigError, match="order"):
+        train_family(family, cluster, SimBackend(), config(), tmp_path, order="random")
+
+
+def test_an_update_on_the_second_graph_trains_the_shared_weights(family, cluster, tmp_path):
+    """Update 1 is on graph a, update 2 on graph b: the checkpoint's weights move at both."""
+    weights = []
+    for resume in (False, True):
+        train_family(family, cluster, SimBackend(), config(stop_after_updates=1, checkpoint_every=1, resume=resume),
+                     tmp_path)
+        weights.append(read_checkpoint(tmp_path / CHECKPOINT).policy)
+    trained = [k for k in weights[0] if k not in ("x", "edge_index")]
+    assert all(not torch.equal(weights[0][k], weights[1][k]) for k in trained)
+    saved = read_checkpoint(tmp_path / CHECKPOINT)
+    assert saved.progress["graphs"]["b"]["updates"] == 1
+    steps = PPOConfig().epochs * PPOConfig().num_minibatches   # Adam steps per update (4 samples: 4 mini-batches)
+    assert saved.algorithm["graphs"][1]["optimizer"]["state"][0]["step"] == 2 * steps   # one optimizer for both
