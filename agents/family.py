@@ -39,13 +39,12 @@ import torch
 from tqdm import tqdm
 
 from rlplace.agents.algos import make_algorithm
-from rlplace.agents.base import Batch
 from rlplace.agents.checkpoint import (Checkpoint, check_fits, numpy_rng_state, problem_identity, read_checkpoint,
                                        set_numpy_rng_state, write_checkpoint)
 from rlplace.agents.configs import AGENTS, TrainConfig
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
-from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, _warm_start, flushed_subnormals
+from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, _warm_start, flushed_subnormals, learn_step
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
@@ -178,19 +177,12 @@ class _Family:
     def _update(self, i: int, evaluator: Evaluator) -> dict[str, float]:
         """One update on graph i: sample, evaluate, update the shared weights through its algorithm."""
         policy, progress = self.policies[i], self._of(self.problems[i])
-        sample = policy.sample(self.config.samples, self.generator)
-        actions = sample.actions.detach().cpu().numpy()
-        rewards, step_times, valid = evaluator.evaluate(actions)
-        batch = Batch(sample, torch.as_tensor(rewards, dtype=torch.float32),
-                      torch.as_tensor(step_times, dtype=torch.float64), torch.as_tensor(valid))
-        stats = self.algorithms[i].update(policy, batch)
-        for j in range(len(actions)):
-            progress.record(actions[j], step_times[j], valid[j])
-        progress.updates += 1
+        batch, stats = learn_step(policy, self.algorithms[i], evaluator, self.config.samples, self.generator,
+                                  progress)
         self.progress.updates += 1
-        self.progress.evaluated += len(actions)
+        self.progress.evaluated += len(batch.valid)
         return {**stats, "best_step_time": progress.best_step_time,
-                "oom_rate": 1.0 - float(np.mean(valid)), "evaluated": progress.evaluated}
+                "oom_rate": 1.0 - float(batch.valid.float().mean()), "evaluated": progress.evaluated}
 
     def _summary(self) -> dict[str, Any]:
         p = self.progress

@@ -125,6 +125,23 @@ def train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConfi
         return _train(graph, cluster, backend, config, Path(out_dir), open_logger)
 
 
+def learn_step(policy, algorithm, evaluator: Evaluator, k: int, generator: torch.Generator,
+               progress: Progress) -> tuple[Batch, dict[str, float]]:
+    """One update: ``k`` placements sampled (without autograd when the algorithm re-scores them),
+    evaluated, learnt from, and recorded in ``progress``; the batch and the algorithm's stats."""
+    with torch.set_grad_enabled(algorithm.differentiates_samples):
+        sample = policy.sample(k, generator)
+    actions = sample.actions.detach().cpu().numpy()
+    rewards, step_times, valid = evaluator.evaluate(actions)
+    batch = Batch(sample, torch.as_tensor(rewards, dtype=torch.float32),
+                  torch.as_tensor(step_times, dtype=torch.float64), torch.as_tensor(valid))
+    stats = algorithm.update(policy, batch)
+    for j in range(k):
+        progress.record(actions[j], step_times[j], valid[j])
+    progress.updates += 1
+    return batch, stats
+
+
 @contextmanager
 def flushed_subnormals():
     """Subnormal floats read as zero inside, as they were outside afterwards. A policy made
@@ -170,16 +187,7 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
         updates_this_run, stopped = 0, False
         start = time.perf_counter() - progress.elapsed
         while not _spent(config, progress):
-            with torch.set_grad_enabled(algorithm.differentiates_samples):
-                sample = policy.sample(config.samples, generator)
-            actions = sample.actions.detach().cpu().numpy()
-            rewards, step_times, valid = evaluator.evaluate(actions)
-            batch = Batch(sample, torch.as_tensor(rewards, dtype=torch.float32),
-                          torch.as_tensor(step_times, dtype=torch.float64), torch.as_tensor(valid))
-            stats = algorithm.update(policy, batch)
-            for j in range(config.samples):
-                progress.record(actions[j], step_times[j], valid[j])
-            progress.updates += 1
+            batch, stats = learn_step(policy, algorithm, evaluator, config.samples, generator, progress)
             updates_this_run += 1
             progress.elapsed = time.perf_counter() - start
             if logger is not None:
