@@ -56,7 +56,7 @@ from tqdm import tqdm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.learned_targets import HP, MARS, WARM, at  # noqa: E402
+from experiments.learned_targets import HP, MARS, WARM, best_so_far  # noqa: E402
 from rlplace.agents.checkpoint import read_checkpoint  # noqa: E402
 from rlplace.apps.beside import LearnedRun, change_points, search_at  # noqa: E402
 from rlplace.apps.train import train_from_config  # noqa: E402
@@ -160,11 +160,6 @@ def train_to(run_dir: Path, overrides: list[str], budget: int) -> dict[str, Any]
     return {**done, "step_times": progress["step_times"], "valid": progress["valid"]}
 
 
-def best_curve(step_times: Sequence[float], valid: Sequence[bool]) -> list[float]:
-    """The best valid step time among the first i + 1 placements, for each i (inf: none fits)."""
-    return list(np.minimum.accumulate([t if ok else math.inf for t, ok in zip(step_times, valid)]))
-
-
 def run_seed(key: str, graph_overrides_: list[str], agent: str, start: str, seed: int, budget: int,
              plan: Plan, work: Path, record: dict[str, Any]) -> dict[str, Any]:
     """``record`` (the seed's entry in the json) brought up to ``budget``: the learned run and,
@@ -175,7 +170,7 @@ def run_seed(key: str, graph_overrides_: list[str], agent: str, start: str, seed
     r = train_to(run_dir, overrides, budget)
     cfg = compose_train(overrides)
     graph, cluster = instantiate_node(cfg, "graph"), instantiate_node(cfg, "cluster")
-    curve = best_curve(r["step_times"], r["valid"])
+    curve = best_so_far(r["step_times"], r["valid"])
     learned = LearnedRun.from_run_dir(run_dir, graph, cluster, f"{agent} {start}", budget, r["seconds"])
     search = search_at(graph, cluster, learned, "equal evaluations", seed=seed).search
     record.update({"evaluated": r["evaluated"], "seconds": r["seconds"], "overrides": overrides,
