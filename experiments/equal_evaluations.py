@@ -247,7 +247,8 @@ def verdict(start: str, budget: int, learned: Sequence[float], search: Sequence[
 
 def cell_rows(summary: dict[str, Any], graphs: Sequence[str], agents: Sequence[str], starts: Sequence[str],
               budgets: Sequence[int], seeds: Sequence[int]) -> list[dict[str, Any]]:
-    """One row per cell: the seeds' learned and search best step times at the budget, or not run."""
+    """One row per cell: the seeds' learned and search best step times at the budget, or not
+    run; a cell with only some of its seeds has no verdict."""
     rows = []
     for key in graphs:
         for agent in agents:
@@ -257,10 +258,12 @@ def cell_rows(summary: dict[str, Any], graphs: Sequence[str], agents: Sequence[s
                     done = [recorded[str(s)]["budgets"][str(budget)] for s in seeds
                             if str(budget) in recorded.get(str(s), {}).get("budgets", {})]
                     row = {"graph": key, "agent": agent, "start": start, "budget": budget, "seeds": len(done)}
-                    if len(done) == len(seeds):
+                    if done:
                         row["learned"] = [d["learned"] for d in done]
                         row["search"] = [d["search"] for d in done]
                         row["gain"], row["verdict"] = verdict(start, budget, row["learned"], row["search"], max(budgets))
+                        if len(done) < len(seeds):
+                            row["verdict"] = f"— ({len(done)} of {len(seeds)} seeds)"
                     rows.append(row)
     return rows
 

@@ -101,6 +101,8 @@ def test_cells_not_run_are_marked(recorded):
     E.report(E.Plan(graphs={"tiny": GRAPH}, agents=AGENTS, seeds=SEEDS, budgets=[6, 12, 24]), out, out, run=False)
     md = (out / "equal_evaluations.md").read_text()
     assert sum("not run (time)" in line for line in md.splitlines()) == 4
+    E.report(E.Plan(graphs={"tiny": GRAPH}, agents=AGENTS, seeds=(0, 1, 2, 3), budgets=[6, 12]), out, out, run=False)
+    assert sum("(3 of 4 seeds)" in line for line in (out / "equal_evaluations.md").read_text().splitlines()) == 8
 
 
 def test_verdicts_follow_the_targets():
