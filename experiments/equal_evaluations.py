@@ -287,7 +287,9 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
         size = f" ({g['zoo'][0]} {json.dumps(g['zoo'][1])})" if g["zoo"] else ""
         lines.append(f"| {key}{size} | {g['ops']} | {best} {h[best]['step_time'] * 1e3:.2f} | {single} | {vs} | "
                      f"{'yes' if g['placement_matters'] else 'no'} |")
-    lines += ["", "| graph | agent | start | placements | learned | local search | gain | verdict |",
+    lines += ["", "Placement matters: the best heuristic but single is ≥ 10% faster than single, or single runs out of "
+                  "memory (the GNMT profile is in the table whether or not, as the issue names it).",
+              "", "| graph | agent | start | placements | learned | local search | gain | verdict |",
               "|---|---|---|---|---|---|---|---|"]
     for row in cell_rows(summary, list(plan.graphs), list(plan.agents), list(plan.starts), plan.budgets, plan.seeds):
         head = f"| {row['graph']} | {row['agent']} | {row['start']} | {row['budget']} |"
@@ -296,6 +298,12 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
                          f"{row['verdict']} |")
         else:
             lines.append(f"{head} not run (time) | not run (time) | — | — |")
+    rates = {}
+    for key, seeds in summary["cells"].items():
+        rates.setdefault(key.split("/")[1], []).extend(r["evaluated"] / r["seconds"] for r in seeds.values())
+    if rates:
+        lines += ["", "Training placements per second (median over the runs, nice -n 10 on a shared 2-core machine, "
+                      "1 torch thread): " + ", ".join(f"{a} {statistics.median(v):.2f}" for a, v in rates.items()) + "."]
     warm = sorted({f"{k.split('/')[0]}: {s['warm_start_placer']}" for k, seeds in summary["cells"].items()
                    for s in seeds.values() if s.get("warm_start_placer")})
     if warm:
@@ -304,11 +312,11 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
 
 
 def plot(summary: dict[str, Any], plan: Plan, path: Path, seed: int = 0) -> None:
-    """One panel per graph (``rlplace.report.draw_curves``): for ``seed``, each learned run and
+    """One panel per graph with runs (``rlplace.report.draw_curves``): for ``seed``, each learned run and
     the local search beside it at its largest budget, the heuristics as lines, the lower bound."""
     from rlplace.report import draw_curves
 
-    keys = [k for k in plan.graphs if k in summary["graphs"]]
+    keys = [k for k in plan.graphs if any(c.startswith(f"{k}/") and str(seed) in v for c, v in summary["cells"].items())]
     fig, axes = plt.subplots(len(keys), 1, figsize=(10, 4.2 * len(keys)), squeeze=False, layout="constrained")
     for ax, key in zip(axes[:, 0], keys):
         g, records = summary["graphs"][key], []
