@@ -1,0 +1,371 @@
+"""Equal evaluations (issue 16, item 3): the learned placers against a local search from the same
+start with the same number of evaluated placements, 3 seeds, median and spread.
+
+A **cell** is (graph, agent, start, budget): for each seed, one ``rlplace-train`` run (simulator
+backend) and one local search (``rlplace.placers.search.LocalSearch``, hill-climbing) from the
+run's first evaluated placement (``rlplace.apps.beside``) with the run's seed. Both are scored by
+the best valid step time among their first ``budget`` evaluated placements, the start included:
+
+- **warm** (``warm_start.placer=best``: behaviour cloning of the heuristic that simulates fastest,
+  also the first sample): the start is that heuristic's placement. Target: learned at least 3%
+  faster than the search, at 500 and at 2,000 placements;
+- **cold**: the start is the policy's first sample. Target: learned faster than the search at
+  2,000 placements (no target at 500).
+
+The verdict compares medians over the seeds: gain = 1 - median(learned) / median(search). A
+seed's 2,000-placement run continues its 500-placement run (``resume=true``: the trainer
+continues exactly as if it had not stopped, and nothing in it depends on the budget), so its
+numbers at 500 and 2,000 come from one run. Agents: ``learned_targets.HP`` and
+``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128).
+
+Graphs (``GRAPHS``), all on the Mars cluster ``mars_p100`` (4 × 12 GB P100): the Baechi authors'
+GNMT profile; our GNMT-4 and BERT (TensorFlow zoo, analytical P100 costs) at sizes where
+placement matters, and a 2,000-op layered DAG. ``sizes`` in the json records, per graph, the
+best heuristic against ``single``.
+
+Every finished (graph, agent, start, seed, budget) is cached in the json: a rerun (other budgets,
+agents, graphs) does only what is missing, and ``--markdown`` only redraws the tables and curves.
+Cells not run are in the table as "not run (time)".
+
+    python experiments/equal_evaluations.py [--graphs gnmt_profile,gnmt4,bert,layered]
+        [--agents hp,mars] [--starts warm,cold] [--seeds 0,1,2] [--budgets 500,2000]
+        [--results experiments/results] [--work outputs/equal_evaluations] [--markdown]
+
+Writes ``equal_evaluations.{json,md,png}`` to ``--results``; the runs go to ``--work``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from hydra import compose, initialize_config_module  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.learned_targets import HP, MARS, WARM, best_so_far  # noqa: E402
+from rlplace.agents.checkpoint import read_checkpoint  # noqa: E402
+from rlplace.apps.beside import LearnedRun, change_points, search_at  # noqa: E402
+from rlplace.apps.train import train_from_config  # noqa: E402
+from rlplace.costs import with_analytical_costs  # noqa: E402
+from rlplace.placers.search import HEURISTICS, evaluate_rows  # noqa: E402
+from rlplace.placers import make_placer  # noqa: E402
+from rlplace.presets import instantiate_node  # noqa: E402
+from rlplace.sim import lower_bound  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = "cluster=mars_p100"
+# Zoo graphs as (model, knobs); the sizes are chosen in the module docstring's sense (see sizes in the json).
+ZOO = {"gnmt4": ("gnmt", {"num_layers": 4, "hidden": 1024, "batch_size": 128, "seq_length": 10, "vocab_size": 30000}),
+       "bert": ("bert", {"num_layers": 12, "seq_length": 384, "batch_size": 24})}
+GRAPHS: dict[str, list[str]] = {
+    "gnmt_profile": ["graph=baechi_gnmt", CLUSTER],
+    "gnmt4": ["zoo=gnmt4", CLUSTER],
+    "bert": ["zoo=bert", CLUSTER],
+    "layered": ["graph=layered", "graph.num_ops=2000", "graph.seed=0", CLUSTER],
+}
+AGENTS = {"hp": HP, "mars": MARS}
+STARTS = {"warm": WARM, "cold": []}
+BUDGETS = (500, 2000)
+WARM_GAIN = 0.03       # warm: learned at least 3% faster than the search
+
+
+@dataclass
+class Plan:
+    """What to run: every (graph, agent, start, seed) up to every budget."""
+
+    graphs: dict[str, list[str]]
+    agents: dict[str, list[str]]
+    starts: dict[str, list[str]] = field(default_factory=lambda: dict(STARTS))
+    seeds: Sequence[int] = (0, 1, 2)
+    budgets: Sequence[int] = BUDGETS
+    extra: Sequence[str] = ("torch_threads=1",)   # more rlplace-train overrides for every run
+    zoo: dict[str, tuple[str, dict]] = field(default_factory=lambda: dict(ZOO))
+
+
+# ------------------------------------------------------------------------------ graphs
+def graph_overrides(overrides: list[str], zoo: dict[str, tuple[str, dict]], work: Path) -> list[str]:
+    """rlplace-train's graph overrides: ``zoo=<key>`` becomes the zoo graph with analytical P100
+    costs, written once into ``work`` (``graph=file``)."""
+    out = []
+    for o in overrides:
+        if o.startswith("zoo="):
+            model, knobs = zoo[o.split("=", 1)[1]]
+            tag = hashlib.sha1(json.dumps([model, knobs], sort_keys=True).encode()).hexdigest()[:10]
+            path = work / f"{model}_{tag}_p100.json.gz"
+            if not path.is_file():
+                from rlplace.apps.tables.common import zoo_graph
+
+                graph = with_analytical_costs(zoo_graph(model, knobs), "p100")
+                graph.name = f"{model}_p100"
+                work.mkdir(parents=True, exist_ok=True)
+                graph.save(path)
+            out += ["graph=file", f"graph.path={path.resolve()}"]
+        else:
+            out.append(o)
+    return out
+
+
+def compose_train(overrides: list[str]):
+    with initialize_config_module("rlplace.conf", version_base=None):
+        return compose("train", overrides=overrides)
+
+
+def graph_record(key: str, overrides: list[str], zoo: dict[str, tuple[str, dict]]) -> dict[str, Any]:
+    """The graph's heuristics (``search.HEURISTICS``, the candidates of ``warm_start.placer=best``)
+    and whether placement matters: the best heuristic but single against single."""
+    cfg = compose_train(overrides)
+    graph, cluster = instantiate_node(cfg, "graph"), instantiate_node(cfg, "cluster")
+    rows = np.stack([make_placer(name).place(graph, cluster).device_of for name in HEURISTICS])
+    overflow, step = evaluate_rows(graph, cluster, rows)
+    heuristics = {name: {"step_time": float(s), "oom": bool(o > 0)} for name, s, o in zip(HEURISTICS, step, overflow)}
+    fits = {k: v["step_time"] for k, v in heuristics.items() if not v["oom"] and k != "single"}
+    best = min(fits, key=fits.get) if fits else None
+    single = heuristics["single"]
+    gain = None if best is None or single["oom"] else 1 - fits[best] / single["step_time"]
+    source = [o for o in overrides if o.startswith("zoo=")]
+    return {"graph": graph.name, "ops": graph.num_ops, "overrides": overrides,
+            "zoo": zoo[source[0].split("=", 1)[1]] if source else None, "heuristics": heuristics,
+            "best_heuristic": best, "single_oom": single["oom"], "best_vs_single": gain,
+            "placement_matters": single["oom"] or (gain is not None and gain >= 0.10),
+            "lower_bound": lower_bound(graph, cluster)}
+
+
+# ------------------------------------------------------------------------------ one seed
+def train_to(run_dir: Path, overrides: list[str], budget: int) -> dict[str, Any]:
+    """The rlplace-train run in ``run_dir`` with at least ``budget`` placements evaluated:
+    started, or a shorter one continued (``resume=true``)."""
+    results = run_dir / "results.json"
+    done = json.loads(results.read_text()) if results.is_file() else None
+    if done is None or done["evaluated"] < budget:
+        resume = [f"resume={str(done is not None).lower()}"]
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "overrides.json").write_text(json.dumps(overrides))
+        train_from_config(compose_train(overrides + [f"budget.placements={budget}"] + resume), run_dir)
+        done = json.loads(results.read_text())
+    progress = read_checkpoint(run_dir / "checkpoint.pt").progress
+    return {**done, "step_times": progress["step_times"], "valid": progress["valid"]}
+
+
+def run_seed(key: str, graph_overrides_: list[str], agent: str, start: str, seed: int, budget: int,
+             plan: Plan, work: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` (the seed's entry in the json) brought up to ``budget``: the learned run and,
+    from its first placement, the local search of ``budget`` evaluations with its seed."""
+    overrides = graph_overrides_ + plan.agents[agent] + plan.starts[start] + [f"seed={seed}", "plots=false",
+                                                                            "progress=false", *plan.extra]
+    run_dir = work / key / f"{agent}_{start}" / f"seed{seed}"
+    r = train_to(run_dir, overrides, budget)
+    cfg = compose_train(overrides)
+    graph, cluster = instantiate_node(cfg, "graph"), instantiate_node(cfg, "cluster")
+    curve = best_so_far(r["step_times"], r["valid"])
+    learned = LearnedRun.from_run_dir(run_dir, graph, cluster, f"{agent} {start}", budget, r["seconds"])
+    search = search_at(graph, cluster, learned, "equal evaluations", seed=seed).search
+    record.update({"evaluated": r["evaluated"], "seconds": r["seconds"], "overrides": overrides,
+                   "first_step_time": r["step_times"][0] if r["valid"][0] else math.inf,
+                   "warm_start_placer": r.get("warm_start_placer"), "warm_start_step_time": r.get("warm_start_step_time"),
+                   "curve": change_points(curve)})
+    record.setdefault("budgets", {})[str(budget)] = {
+        "learned": float(curve[budget - 1]), "learned_evaluations": budget,
+        "search": math.inf if search.oom else search.step_time, "search_evaluations": search.evaluations,
+        "search_start_step_time": math.inf if search.start_overflow_bytes > 0 else search.start_step_time,
+        "search_start": search.start, "search_curve": change_points(search.curve)}
+    return record
+
+
+# ------------------------------------------------------------------------------ the plan
+def missing(plan: Plan, summary: dict[str, Any]) -> list[tuple[str, str, str, int, int]]:
+    """(graph, agent, start, seed, budget) not yet in ``summary``, smaller budgets first."""
+    jobs = []
+    for budget in sorted(plan.budgets):
+        for key in plan.graphs:
+            for agent in plan.agents:
+                for start in plan.starts:
+                    for seed in plan.seeds:
+                        seeds = summary["cells"].get(cell_key(key, agent, start), {})
+                        if str(budget) not in seeds.get(str(seed), {}).get("budgets", {}):
+                            jobs.append((key, agent, start, seed, budget))
+    return jobs
+
+
+def cell_key(graph: str, agent: str, start: str) -> str:
+    return f"{graph}/{agent}/{start}"
+
+
+def run_plan(plan: Plan, json_path: Path, work: Path) -> dict[str, Any]:
+    """Run what ``json_path`` lacks of ``plan``, saving after every seed."""
+    summary = json.loads(json_path.read_text()) if json_path.is_file() else {"graphs": {}, "cells": {}}
+    resolved = {key: graph_overrides(o, plan.zoo, work) for key, o in plan.graphs.items()}
+    for key, overrides in resolved.items():
+        if key not in summary["graphs"]:
+            summary["graphs"][key] = graph_record(key, overrides, plan.zoo)
+            save(summary, json_path)
+    for key, agent, start, seed, budget in tqdm(missing(plan, summary), desc="equal evaluations", unit="run"):
+        seeds = summary["cells"].setdefault(cell_key(key, agent, start), {})
+        seeds[str(seed)] = run_seed(key, resolved[key], agent, start, seed, budget, plan, work, seeds.get(str(seed), {}))
+        save(summary, json_path)
+    return summary
+
+
+def save(summary: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1, default=float))
+
+
+# ------------------------------------------------------------------------------ the table
+def spread(values: Sequence[float]) -> str:
+    """median [min–max] in ms."""
+    if not values:
+        return "—"
+    return (f"{statistics.median(values) * 1e3:.2f} [{min(values) * 1e3:.2f}–{max(values) * 1e3:.2f}]")
+
+
+def verdict(start: str, budget: int, learned: Sequence[float], search: Sequence[float], cold_budget: int = 2000
+            ) -> tuple[str, str]:
+    """(gain, verdict) of a cell: gain = 1 - median(learned) / median(search); cold cells have
+    a target at ``cold_budget`` (the table's largest budget) only."""
+    gain = 1 - statistics.median(learned) / statistics.median(search)
+    shown = f"{100 * gain:+.1f}%" if math.isfinite(gain) else "—"
+    if start == "warm":
+        return shown, "met" if gain >= WARM_GAIN else "not met"
+    if budget == cold_budget:
+        return shown, "met" if gain > 0 else "not met"
+    return shown, "no target"
+
+
+def cell_rows(summary: dict[str, Any], graphs: Sequence[str], agents: Sequence[str], starts: Sequence[str],
+              budgets: Sequence[int], seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """One row per cell: the seeds' learned and search best step times at the budget, or not
+    run; a cell with only some of its seeds has no verdict."""
+    rows = []
+    for key in graphs:
+        for agent in agents:
+            for start in starts:
+                recorded = summary["cells"].get(cell_key(key, agent, start), {})
+                for budget in budgets:
+                    done = [recorded[str(s)]["budgets"][str(budget)] for s in seeds
+                            if str(budget) in recorded.get(str(s), {}).get("budgets", {})]
+                    row = {"graph": key, "agent": agent, "start": start, "budget": budget, "seeds": len(done)}
+                    if done:
+                        row["learned"] = [d["learned"] for d in done]
+                        row["search"] = [d["search"] for d in done]
+                        row["gain"], row["verdict"] = verdict(start, budget, row["learned"], row["search"], max(budgets))
+                        if len(done) < len(seeds):
+                            row["verdict"] = f"— ({len(done)} of {len(seeds)} seeds)"
+                    rows.append(row)
+    return rows
+
+
+def markdown(summary: dict[str, Any], plan: Plan) -> str:
+    lines = ["Equal evaluations (`experiments/equal_evaluations.py`): best step time (ms) after `budget` evaluated "
+             "placements, the start included, median [min–max] over seeds "
+             f"{', '.join(map(str, plan.seeds))}; local search (hill-climbing) from the learned run's first "
+             "placement with the same seed and the same number of evaluations. Simulator backend, cluster mars_p100.",
+             "", "Targets: warm (`warm_start.placer=best`) learned ≥ 3% faster than the search at 500 and 2,000; "
+             "cold learned faster than the search at 2,000. gain = 1 − median(learned) / median(search).", "",
+             "| graph | ops | best heuristic (ms) | single (ms) | best vs single | placement matters |",
+             "|---|---|---|---|---|---|"]
+    for key in plan.graphs:
+        g = summary["graphs"].get(key)
+        if g is None:
+            continue
+        h, best = g["heuristics"], g["best_heuristic"]
+        single = "OOM" if g["single_oom"] else f"{h['single']['step_time'] * 1e3:.2f}"
+        vs = "single OOM" if g["best_vs_single"] is None else f"{100 * g['best_vs_single']:+.1f}%"
+        size = f" ({g['zoo'][0]} {json.dumps(g['zoo'][1])})" if g["zoo"] else ""
+        lines.append(f"| {key}{size} | {g['ops']} | {best} {h[best]['step_time'] * 1e3:.2f} | {single} | {vs} | "
+                     f"{'yes' if g['placement_matters'] else 'no'} |")
+    lines += ["", "Placement matters: the best heuristic but single is ≥ 10% faster than single, or single runs out of "
+                  "memory (the GNMT profile is in the table whether or not, as the issue names it).",
+              "", "| graph | agent | start | placements | learned | local search | gain | verdict |",
+              "|---|---|---|---|---|---|---|---|"]
+    for row in cell_rows(summary, list(plan.graphs), list(plan.agents), list(plan.starts), plan.budgets, plan.seeds):
+        head = f"| {row['graph']} | {row['agent']} | {row['start']} | {row['budget']} |"
+        if "learned" in row:
+            lines.append(f"{head} {spread(row['learned'])} | {spread(row['search'])} | {row['gain']} | "
+                         f"{row['verdict']} |")
+        else:
+            lines.append(f"{head} not run (time) | not run (time) | — | — |")
+    rates = {}
+    for key, seeds in summary["cells"].items():
+        rates.setdefault(key.split("/")[1], []).extend(r["evaluated"] / r["seconds"] for r in seeds.values())
+    if rates:
+        lines += ["", "Training placements per second (median over the runs, nice -n 10 on a shared 2-core machine, "
+                      "1 torch thread): " + ", ".join(f"{a} {statistics.median(v):.2f}" for a, v in rates.items()) + "."]
+    warm = sorted({f"{k.split('/')[0]}: {s['warm_start_placer']}" for k, seeds in summary["cells"].items()
+                   for s in seeds.values() if s.get("warm_start_placer")})
+    if warm:
+        lines += ["", "Warm starts (`warm_start.placer=best`): " + ", ".join(warm) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: dict[str, Any], plan: Plan, path: Path, seed: int = 0) -> None:
+    """One panel per graph with runs (``rlplace.report.draw_curves``): for ``seed``, each learned run and
+    the local search beside it at its largest budget, the heuristics as lines, the lower bound."""
+    from rlplace.report import draw_curves
+
+    keys = [k for k in plan.graphs if any(c.startswith(f"{k}/") and str(seed) in v for c, v in summary["cells"].items())]
+    fig, axes = plt.subplots(len(keys), 1, figsize=(10, 4.2 * len(keys)), squeeze=False, layout="constrained")
+    for ax, key in zip(axes[:, 0], keys):
+        g, records = summary["graphs"][key], []
+        for agent in plan.agents:
+            for start in plan.starts:
+                r = summary["cells"].get(cell_key(key, agent, start), {}).get(str(seed))
+                if r:
+                    top = max(r["budgets"], key=int)
+                    records += [{"placer": f"{agent} {start}", "curve": r["curve"]},
+                                {"placer": f"local search beside {agent} {start}",
+                                 "curve": r["budgets"][top]["search_curve"]}]
+        records += [{"placer": k, **v} for k, v in g["heuristics"].items()]
+        draw_curves(ax, records, g["lower_bound"])
+        ax.set_title(f"{key} ({g['ops']} ops), seed {seed}", fontsize=9)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graphs", default=",".join(GRAPHS))
+    parser.add_argument("--agents", default=",".join(AGENTS))
+    parser.add_argument("--starts", default=",".join(STARTS))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    parser.add_argument("--results", default=str(ROOT / "experiments" / "results"))
+    parser.add_argument("--work", default="outputs/equal_evaluations")
+    parser.add_argument("--markdown", action="store_true", help="only rewrite the markdown and plot from the json")
+    parser.add_argument("--extra", nargs="*", default=["torch_threads=1"], help="more rlplace-train overrides")
+    args = parser.parse_args(argv)
+    plan = Plan(graphs={k: GRAPHS[k] for k in args.graphs.split(",")},
+                agents={k: AGENTS[k] for k in args.agents.split(",")},
+                starts={k: STARTS[k] for k in args.starts.split(",")},
+                seeds=[int(s) for s in args.seeds.split(",")], budgets=[int(b) for b in args.budgets.split(",")],
+                extra=args.extra)
+    table = Plan(graphs=GRAPHS, agents=AGENTS, seeds=plan.seeds)  # the whole table, cells not run marked
+    report(plan, Path(args.results), Path(args.work), run=not args.markdown, table=table)
+
+
+def report(plan: Plan, results: Path, work: Path, run: bool = True, table: Plan | None = None) -> dict[str, Any]:
+    """Run what is missing of ``plan`` (``run``), then write the markdown and the plot of
+    ``table`` (default: ``plan``) from the json."""
+    json_path = results / "equal_evaluations.json"
+    summary = run_plan(plan, json_path, work) if run else json.loads(json_path.read_text())
+    table = table or plan
+    (results / "equal_evaluations.md").write_text(markdown(summary, table))
+    plot(summary, table, results / "equal_evaluations.png", seed=min(table.seeds))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
