@@ -1,6 +1,7 @@
 """Random corruptions of a valid graph file: the loader returns a graph or raises an
 ``rlplace.errors`` exception, nothing else (issue 17)."""
 
+import copy
 import gzip
 import json
 import math
@@ -79,6 +80,12 @@ def _paths(node, prefix=()):
 PATHS = [p for p in _paths(DOC) if p]
 
 
+def odd_value(draw):
+    """A fresh copy: the lists and dicts of ODD_VALUES are shared, and a later mutation could
+    append one into itself (a circular document) or change it for the examples after."""
+    return copy.deepcopy(draw(ODD_VALUES))
+
+
 @st.composite
 def json_mutations(draw):
     """Up to three places of the document get an odd value, lose their key or gain a sibling."""
@@ -91,13 +98,13 @@ def json_mutations(draw):
                 parent = parent[key]
             kind = draw(st.sampled_from(["set", "set", "delete", "append"]))
             if kind == "set":
-                parent[path[-1]] = draw(ODD_VALUES)
+                parent[path[-1]] = odd_value(draw)
             elif kind == "delete":
                 del parent[path[-1]]
             elif isinstance(parent, list):
-                parent.append(draw(ODD_VALUES))
+                parent.append(odd_value(draw))
             else:
-                parent["extra"] = draw(ODD_VALUES)
+                parent["extra"] = odd_value(draw)
         except (KeyError, IndexError, TypeError):  # an earlier mutation removed or replaced that place
             pass
     return gzip.compress(json.dumps(doc).encode())
