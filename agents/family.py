@@ -44,7 +44,7 @@ from rlplace.agents.checkpoint import (Checkpoint, check_fits, numpy_rng_state, 
 from rlplace.agents.configs import AGENTS, TrainConfig
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
-from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, _warm_start, flushed_subnormals, learn_step
+from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, _spent, _warm_start, flushed_subnormals, learn_step
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
@@ -138,7 +138,7 @@ class _Family:
                    disable=not config.progress, desc=f"{config.agent} on a family of {len(self.problems)}")
         start, this_run = time.perf_counter() - self.progress.elapsed, 0
         try:
-            while not self._spent():
+            while not _spent(config, self.progress):  # the family's totals
                 i = self._next_graph()
                 stats = self._update(i, evaluators[i])
                 this_run += 1
@@ -168,11 +168,6 @@ class _Family:
         if self.order == "cycle":
             return self.progress.updates % n
         return int(torch.randint(n, (1,), generator=self.generator))
-
-    def _spent(self) -> bool:
-        c, p = self.config, self.progress
-        return ((c.budget_placements is not None and p.evaluated >= c.budget_placements)
-                or (c.budget_seconds is not None and p.elapsed >= c.budget_seconds))
 
     def _update(self, i: int, evaluator: Evaluator) -> dict[str, float]:
         """One update on graph i: sample, evaluate, update the shared weights through its algorithm."""
