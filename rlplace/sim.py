@@ -102,15 +102,14 @@ def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False, p
     dev = _device_array(graph, cluster, placement, partial)
     with _LOCK:
         m = _model(graph, cluster)
-        _run(m, dev)
+        step_time, peak = _run(m, dev[None, :])
         nx = int(m.sent.count[0])
-        step_time = max(m.ops.end.max(initial=0.0), m.transfers.end[:nx].max(initial=0.0))
-        peak, busy = m.memory.peak.copy(), m.devices.busy.copy()
+        busy = m.devices.busy.copy()
         transfer_bytes = int(graph.tensor_bytes[m.transfers.tensor[:nx]].sum())
         schedule = schedule_of(m, graph) if trace else None
-    oom_devices = tuple(int(d) for d in np.flatnonzero(peak > cluster.memory))
-    return StepResult(step_time=float(step_time), oom=bool(oom_devices), oom_devices=oom_devices,
-                      peak_memory=peak, busy_time=busy, num_transfers=nx, transfer_bytes=transfer_bytes,
+    oom_devices = tuple(int(d) for d in np.flatnonzero(peak[0] > cluster.memory))
+    return StepResult(step_time=float(step_time[0]), oom=bool(oom_devices), oom_devices=oom_devices,
+                      peak_memory=peak[0], busy_time=busy, num_transfers=nx, transfer_bytes=transfer_bytes,
                       schedule=schedule)
 
 
@@ -128,7 +127,7 @@ def simulate_many(graph: OpGraph, cluster: Cluster, placements, compute_time=Non
         m = _model(graph, cluster)
         if compute_time is not None:
             m = m._replace(graph=m.graph._replace(compute=_costs(graph, compute_time)))
-        step_time, peak = _run_many(m, rows)
+        step_time, peak = _run(m, rows)
     return BatchResult(step_time=step_time, oom=np.any(peak > cluster.memory[None, :], axis=1),
                        peak_memory=peak)
 
@@ -178,169 +177,188 @@ def _device_array(graph: OpGraph, cluster: Cluster, placement, partial: bool = F
 
 # ------------------------------------------------------------------------ the event loop
 _OP_END, _XFER_END, _XFER_START = 0, 1, 2
+_KIND_SHIFT = 40  # event int key = kind << _KIND_SHIFT | id: an instant's events by kind, then id
+_ID_MASK = (1 << _KIND_SHIFT) - 1
 
 
-@numba.njit(cache=True)
-def _run_many(m, rows):  # pragma: no cover - compiled
-    k, ndev = rows.shape[0], len(m.devices.avail)
-    step_time = np.zeros(k)
-    peak = np.zeros((k, ndev), dtype=np.int64)
-    for r in range(k):
-        _run(m, rows[r])
-        nx = m.sent.count[0]
-        step_time[r] = max(m.ops.end.max() if len(m.ops.end) > 0 else 0.0,
-                           m.transfers.end[:nx].max() if nx > 0 else 0.0)
-        peak[r] = m.memory.peak
+def _run(m: Model, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Run the step placed by each row of ``rows`` (placements × ops) on model ``m``, which is
+    left holding the last one; returns each row's step time and peak memory per device."""
+    reuse = bool(np.any(m.graph.shared >= 0))
+    partial = bool(rows.size) and int(rows.min()) < 0
+    step_time = np.zeros(len(rows))
+    peak = np.zeros((len(rows), len(m.devices.avail)), dtype=np.int64)
+    _event_loop(reuse, partial)(m, rows, step_time, peak)
     return step_time, peak
 
 
-@numba.njit(cache=True)
-def _run(m, dev):  # pragma: no cover - compiled
-    """Run the step placed by ``dev`` on model ``m`` (whatever it held before is reset); ops on
-    device -1 are left out (``simulate(partial=True)``)."""
-    g, ops, devices, channels, transfers, sent, memory = (m.graph, m.ops, m.devices, m.channels, m.transfers,
-                                                          m.sent, m.memory)
-    n = len(dev)
-    ndev = len(devices.avail)
-    ntensor = len(g.tensor_src)
-    kind_base = max(n, len(g.edge_src)) + 1  # event int key = kind * kind_base + id
-    ops.device[:] = dev
-    ops.start[:] = 0.0
-    ops.end[:] = 0.0
-    devices.avail[:] = 0.0
-    devices.busy[:] = 0.0
-    channels.send_free[:] = 0.0
-    channels.recv_free[:] = 0.0
-    sent.of[:] = -1
-    sent.count[0] = 0
+@functools.cache
+def _event_loop(reuse: bool, partial: bool):
+    """The event loop compiled for one set of features: ``reuse``, some outputs share an input's
+    buffer (``tf_reuse``); ``partial``: some ops are not placed (device -1). Each is a
+    compile-time constant, so the loop without them (what search and the learned placers run)
+    does none of their work, with the same results."""
 
-    pending = np.zeros(n, dtype=np.int64)  # inputs not yet present on the op's device
-    placed = 0
-    for i in range(n):
-        if dev[i] >= 0:
-            placed += 1
-            for k in range(g.in_ptr[i], g.in_ptr[i + 1]):
-                pending[i] += dev[g.edge_src[g.in_edges[k]]] >= 0
-    # Buffers: a producer's copy of tensor t is buffer t, unless t shares an input's buffer;
-    # the copy received by transfer x is buffer ntensor + x.
-    buf = np.empty(ntensor, dtype=np.int64)  # the buffer of each tensor on its producer's device
-    hold = np.zeros(ntensor + len(g.edge_src), dtype=np.int64)  # readers and transfers keeping a buffer
-    buf_bytes = np.zeros(ntensor + len(g.edge_src), dtype=np.int64)
-    buf_start = np.zeros(ntensor + len(g.edge_src))  # when it was allocated
-    memory.live[:] = 0
-    memory.instant[:] = 0
-    for i in range(n):
-        if dev[i] >= 0:
-            memory.live[dev[i]] += g.persistent[i]
-    memory.peak[:] = memory.live
-    running = np.zeros(ndev, dtype=np.bool_)
+    @numba.njit(cache=True)
+    def run(m, rows, step_time, peak):  # pragma: no cover - compiled
+        g, ops, devices, channels, transfers, sent, memory = (m.graph, m.ops, m.devices, m.channels,
+                                                              m.transfers, m.sent, m.memory)
+        n = len(g.in_ptr) - 1
+        ndev = len(devices.avail)
+        ntensor = len(g.tensor_src)
+        nedge = len(g.edge_src)
+        # Buffers: a producer's copy of tensor t is buffer t, unless t shares an input's buffer;
+        # the copy received by transfer x is buffer ntensor + x.
+        pending = np.empty(n, dtype=np.int64)  # inputs not yet present on the op's device
+        buf = np.empty(ntensor if reuse else 0, dtype=np.int64)  # a tensor's buffer on its producer's device
+        hold = np.empty(ntensor + nedge, dtype=np.int64)  # readers and transfers keeping a buffer
+        buf_bytes = np.empty(ntensor + nedge, dtype=np.int64)
+        buf_start = np.empty(ntensor + nedge)  # when it was allocated
+        running = np.empty(ndev, dtype=np.bool_)
+        rbase = np.empty(ndev, dtype=np.int64)  # one ready heap per device, in its own slice
+        rsize = np.empty(ndev, dtype=np.int64)
+        rf = np.empty(max(n, 1))  # keyed (time it became ready, op)
+        ri = np.empty(max(n, 1), dtype=np.int64)
+        ef = np.empty(n + 2 * nedge + 1)
+        ei = np.empty(n + 2 * nedge + 1, dtype=np.int64)
+        for r in range(len(rows)):
+            dev = rows[r]
+            ops.device[:] = dev
+            ops.start[:] = 0.0
+            ops.end[:] = 0.0
+            devices.avail[:] = 0.0
+            devices.busy[:] = 0.0
+            channels.send_free[:] = 0.0
+            channels.recv_free[:] = 0.0
+            sent.of[:] = -1
+            sent.count[0] = 0
+            hold[:] = 0
+            memory.live[:] = 0
+            memory.instant[:] = 0
+            running[:] = False
+            rsize[:] = 0
+            placed = 0
+            for i in range(n):
+                if partial and dev[i] < 0:
+                    continue
+                placed += 1
+                rsize[dev[i]] += 1
+                memory.live[dev[i]] += g.persistent[i]
+                pending[i] = g.in_ptr[i + 1] - g.in_ptr[i]
+                if partial:
+                    for k in range(g.in_ptr[i], g.in_ptr[i + 1]):
+                        pending[i] -= dev[g.edge_src[g.in_edges[k]]] < 0
+            memory.peak[:] = memory.live
+            rbase[0] = 0
+            for d in range(1, ndev):
+                rbase[d] = rbase[d - 1] + rsize[d - 1]
+            rsize[:] = 0
+            esize = 0
+            for i in range(n):
+                if (not partial or dev[i] >= 0) and pending[i] == 0:
+                    rsize[dev[i]] = push(rf, ri, rbase[dev[i]], rsize[dev[i]], 0.0, i)
 
-    # One ready heap per device, keyed (time it became ready, op), each in its own slice.
-    count = np.zeros(ndev, dtype=np.int64)
-    for i in range(n):
-        if dev[i] >= 0:
-            count[dev[i]] += 1
-    rbase = np.zeros(ndev, dtype=np.int64)
-    for d in range(1, ndev):
-        rbase[d] = rbase[d - 1] + count[d - 1]
-    rsize = np.zeros(ndev, dtype=np.int64)
-    rf = np.empty(max(n, 1))
-    ri = np.empty(max(n, 1), dtype=np.int64)
-    ef = np.empty(n + 2 * len(g.edge_src) + 1)
-    ei = np.empty(n + 2 * len(g.edge_src) + 1, dtype=np.int64)
-    esize = 0
-    for i in range(n):
-        if dev[i] >= 0 and pending[i] == 0:
-            rsize[dev[i]] = push(rf, ri, rbase[dev[i]], rsize[dev[i]], 0.0, i)
-
-    t = 0.0
-    done = 0
-    while True:
-        for d in range(ndev):  # idle devices start their earliest-ready op
-            if not running[d] and rsize[d] > 0:
-                _, i, rsize[d] = pop(rf, ri, rbase[d], rsize[d])
-                running[d] = True
-                alloc(memory, d, g.alloc_at_start[i])
-                end = start(ops, devices, i, d, t, duration(g.compute, devices.speed, i, d))
-                esize = push(ef, ei, 0, esize, end, _OP_END * kind_base + i)
-        if esize == 0:
-            break
-        if ef[0] > t:
-            end_instant(memory)
-            t = ef[0]
-        while esize > 0 and ef[0] == t:  # every event of this instant
-            _, key, esize = pop(ef, ei, 0, esize)
-            kind = key // kind_base
-            ident = key - kind * kind_base
-            if kind == _OP_END:
-                i = ident
-                d = dev[i]
-                running[d] = False
-                done += 1
-                free(memory, d, g.free_at_end[i], ops.start[i], t)
-                for tensor in range(g.op_tensor_ptr[i], g.op_tensor_ptr[i + 1]):  # deliver outputs
-                    b = tensor
-                    a = g.shared[tensor]
-                    if a < 0 or dev[g.tensor_src[a]] < 0:
-                        buf_bytes[b] = g.held_bytes[tensor]
-                        buf_start[b] = ops.start[i]
-                    elif dev[g.tensor_src[a]] == d:
-                        b = buf[a]
-                    else:
-                        b = ntensor + sent.of[a * ndev + d]
-                    buf[tensor] = b
-                    for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
-                        c = g.edge_dst[e]
-                        dc = dev[c]
-                        if dc < 0:
-                            continue
-                        if dc == d:
-                            hold[b] += 1
-                            pending[c] -= 1
-                            if pending[c] == 0:
-                                rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
-                        else:
-                            x = sent.of[tensor * ndev + dc]
-                            if x < 0:
-                                x = book_transfer(transfers, sent, channels, tensor, d, dc, t, g.xfer_time[tensor])
-                                hold[b] += 1
-                                buf_bytes[ntensor + x] = g.recv_bytes[tensor]
-                                buf_start[ntensor + x] = transfers.start[x]
-                                if transfers.start[x] > t:
-                                    esize = push(ef, ei, 0, esize, transfers.start[x], _XFER_START * kind_base + x)
+            t = 0.0
+            done = 0
+            while True:
+                for d in range(ndev):  # idle devices start their earliest-ready op
+                    if not running[d] and rsize[d] > 0:
+                        _, i, rsize[d] = pop(rf, ri, rbase[d], rsize[d])
+                        running[d] = True
+                        alloc(memory, d, g.alloc_at_start[i])
+                        end = start(ops, devices, i, d, t, duration(g.compute, devices.speed, i, d))
+                        esize = push(ef, ei, 0, esize, end, (_OP_END << _KIND_SHIFT) | i)
+                if esize == 0:
+                    break
+                if ef[0] > t:
+                    end_instant(memory)
+                    t = ef[0]
+                while esize > 0 and ef[0] == t:  # every event of this instant
+                    _, key, esize = pop(ef, ei, 0, esize)
+                    kind = key >> _KIND_SHIFT
+                    ident = key & _ID_MASK
+                    if kind == _OP_END:
+                        i = ident
+                        d = dev[i]
+                        running[d] = False
+                        done += 1
+                        free(memory, d, g.free_at_end[i], ops.start[i], t)
+                        for tensor in range(g.op_tensor_ptr[i], g.op_tensor_ptr[i + 1]):  # deliver outputs
+                            b = tensor
+                            if reuse:
+                                a = g.shared[tensor]
+                                if a >= 0 and (not partial or dev[g.tensor_src[a]] >= 0):
+                                    b = buf[a] if dev[g.tensor_src[a]] == d else ntensor + sent.of[a * ndev + d]
+                                buf[tensor] = b
+                            if b == tensor:
+                                buf_bytes[b] = g.held_bytes[tensor]
+                                buf_start[b] = ops.start[i]
+                            for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
+                                c = g.edge_dst[e]
+                                dc = dev[c]
+                                if partial and dc < 0:
+                                    continue
+                                if dc == d:
+                                    hold[b] += 1
+                                    pending[c] -= 1
+                                    if pending[c] == 0:
+                                        rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
                                 else:
-                                    alloc(memory, dc, g.recv_bytes[tensor])
-                                    esize = push(ef, ei, 0, esize, transfers.end[x], _XFER_END * kind_base + x)
-                            hold[ntensor + x] += 1
-                    if b == tensor and hold[b] == 0 and g.tensor_ptr[tensor + 1] > g.tensor_ptr[tensor]:
-                        free(memory, d, buf_bytes[b], buf_start[b], t)  # read by unplaced ops only
-                for k in range(g.in_ptr[i], g.in_ptr[i + 1]):  # release the inputs
-                    e = g.in_edges[k]
-                    tensor = g.edge_tensor[e]
-                    if dev[g.edge_src[e]] < 0:
-                        continue
-                    b = buf[tensor] if dev[g.edge_src[e]] == d else ntensor + sent.of[tensor * ndev + d]
-                    hold[b] -= 1
-                    if hold[b] == 0:
-                        free(memory, d, buf_bytes[b], buf_start[b], t)
-            elif kind == _XFER_START:
-                x = ident
-                alloc(memory, transfers.device[x], g.recv_bytes[transfers.tensor[x]])
-                esize = push(ef, ei, 0, esize, transfers.end[x], _XFER_END * kind_base + x)
-            else:
-                x = ident
-                tensor = transfers.tensor[x]
-                dc = transfers.device[x]
-                b = buf[tensor]
-                hold[b] -= 1
-                if hold[b] == 0:
-                    free(memory, dev[g.tensor_src[tensor]], buf_bytes[b], buf_start[b], t)
-                for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
-                    c = g.edge_dst[e]
-                    if dev[c] == dc:
-                        pending[c] -= 1
-                        if pending[c] == 0:
-                            rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
-    end_instant(memory)
-    if done != placed:
-        raise RuntimeError("simulation stalled: the graph is not a DAG")
+                                    x = sent.of[tensor * ndev + dc]
+                                    if x < 0:
+                                        x = book_transfer(transfers, sent, channels, tensor, d, dc, t,
+                                                          g.xfer_time[tensor])
+                                        hold[b] += 1
+                                        buf_bytes[ntensor + x] = g.recv_bytes[tensor]
+                                        buf_start[ntensor + x] = transfers.start[x]
+                                        if transfers.start[x] > t:
+                                            esize = push(ef, ei, 0, esize, transfers.start[x],
+                                                         (_XFER_START << _KIND_SHIFT) | x)
+                                        else:
+                                            alloc(memory, dc, g.recv_bytes[tensor])
+                                            esize = push(ef, ei, 0, esize, transfers.end[x],
+                                                         (_XFER_END << _KIND_SHIFT) | x)
+                                    hold[ntensor + x] += 1
+                            if partial and b == tensor and hold[b] == 0 and g.tensor_ptr[tensor + 1] > g.tensor_ptr[tensor]:
+                                free(memory, d, buf_bytes[b], buf_start[b], t)  # read by unplaced ops only
+                        for k in range(g.in_ptr[i], g.in_ptr[i + 1]):  # release the inputs
+                            e = g.in_edges[k]
+                            tensor = g.edge_tensor[e]
+                            ds = dev[g.edge_src[e]]
+                            if partial and ds < 0:
+                                continue
+                            if ds != d:
+                                b = ntensor + sent.of[tensor * ndev + d]
+                            elif reuse:
+                                b = buf[tensor]
+                            else:
+                                b = tensor
+                            hold[b] -= 1
+                            if hold[b] == 0:
+                                free(memory, d, buf_bytes[b], buf_start[b], t)
+                    elif kind == _XFER_START:
+                        x = ident
+                        alloc(memory, transfers.device[x], g.recv_bytes[transfers.tensor[x]])
+                        esize = push(ef, ei, 0, esize, transfers.end[x], (_XFER_END << _KIND_SHIFT) | x)
+                    else:
+                        x = ident
+                        tensor = transfers.tensor[x]
+                        dc = transfers.device[x]
+                        b = buf[tensor] if reuse else tensor
+                        hold[b] -= 1
+                        if hold[b] == 0:
+                            free(memory, dev[g.tensor_src[tensor]], buf_bytes[b], buf_start[b], t)
+                        for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
+                            c = g.edge_dst[e]
+                            if dev[c] == dc:
+                                pending[c] -= 1
+                                if pending[c] == 0:
+                                    rsize[dc] = push(rf, ri, rbase[dc], rsize[dc], t, c)
+            end_instant(memory)
+            if done != placed:
+                raise RuntimeError("simulation stalled: the graph is not a DAG")
+            nx = sent.count[0]
+            step_time[r] = max(ops.end.max() if n > 0 else 0.0, transfers.end[:nx].max() if nx > 0 else 0.0)
+            peak[r] = memory.peak
+
+    return run

@@ -9,12 +9,12 @@ from __future__ import annotations
 import numba
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def less(af, ai, bf, bi):  # pragma: no cover - compiled
     return af < bf or (af == bf and ai < bi)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def push(kf, ki, base, size, f, i):  # pragma: no cover - compiled
     """Add (f, i); returns the new size."""
     pos = size
@@ -30,7 +30,7 @@ def push(kf, ki, base, size, f, i):  # pragma: no cover - compiled
     return size + 1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def pop(kf, ki, base, size):  # pragma: no cover - compiled
     """Remove the smallest entry; returns (its float key, its int key, the new size)."""
     top_f = kf[base]

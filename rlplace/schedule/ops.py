@@ -30,13 +30,13 @@ from rlplace.schedule.heap import pop, push
 
 
 # ------------------------------------------------------------------------------------- time
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def duration(compute, speed, op, d):  # pragma: no cover - compiled
     """How long ``op`` runs on device ``d`` (``compute``: the graph's, ``speed``: the devices')."""
     return compute[op] / speed[d]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def start(ops, devices, op, d, t, length):  # pragma: no cover - compiled
     """Run ``op`` on device ``d`` from ``t`` for ``length`` seconds; returns its end."""
     end = t + length
@@ -49,7 +49,7 @@ def start(ops, devices, op, d, t, length):  # pragma: no cover - compiled
     return end
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def channel_start(channels, src, dst, ready):  # pragma: no cover - compiled
     """When a transfer from ``src`` to ``dst``, ready at ``ready``, can begin."""
     if channels.sequential:
@@ -57,7 +57,7 @@ def channel_start(channels, src, dst, ready):  # pragma: no cover - compiled
     return ready
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def book_transfer(transfers, sent, channels, tensor, src, dst, ready, length):  # pragma: no cover - compiled
     """Send ``tensor`` from device ``src`` to ``dst`` as soon as the channels allow after
     ``ready``; returns the transfer's index."""
@@ -68,7 +68,7 @@ def book_transfer(transfers, sent, channels, tensor, src, dst, ready, length):  
     return record_transfer(transfers, sent, tensor, dst, begin, begin + length, len(channels.send_free))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def record_transfer(transfers, sent, tensor, dst, begin, end, ndev):  # pragma: no cover - compiled
     """``tensor`` is sent to device ``dst`` over [begin, end); returns the transfer's index."""
     x = sent.count[0]
@@ -81,7 +81,7 @@ def record_transfer(transfers, sent, tensor, dst, begin, end, ndev):  # pragma: 
     return x
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def arrival(graph, ops, transfers, sent, channels, op, d, scratch):  # pragma: no cover - compiled
     """When every input of ``op`` would be on device ``d`` if ``op`` went there now (Baechi
     Eq. 1's second term): a tensor made there or already sent there counts as it is; the others
@@ -132,12 +132,12 @@ def book_inputs(graph, ops, transfers, sent, channels, op, d):  # pragma: no cov
 
 
 # ---------------------------------------------------------------------- memory, as it happens
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def alloc(memory, d, nbytes):  # pragma: no cover - compiled
     memory.live[d] += nbytes
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def free(memory, d, nbytes, allocated_at, t):  # pragma: no cover - compiled
     """Release ``nbytes`` on ``d`` at ``t``; a buffer allocated at ``t`` still counts at ``t``."""
     memory.live[d] -= nbytes
@@ -145,7 +145,7 @@ def free(memory, d, nbytes, allocated_at, t):  # pragma: no cover - compiled
         memory.instant[d] += nbytes
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def end_instant(memory):  # pragma: no cover - compiled
     """The current instant is over: take each device's peak."""
     for d in range(len(memory.live)):
