@@ -46,7 +46,7 @@ from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.schedule import Model, Schedule, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
-from rlplace.schedule.ops import alloc, book_transfer, duration, end_instant, free, start
+from rlplace.schedule.ops import alloc, book_transfer, duration, end_instant, free, free_buffer, start
 
 __all__ = ["BatchResult", "Schedule", "StepResult", "lower_bound", "simulate", "simulate_many"]
 
@@ -207,13 +207,9 @@ def _event_loop(reuse: bool, partial: bool):
         ndev = len(devices.avail)
         ntensor = len(g.tensor_src)
         nedge = len(g.edge_src)
-        # Buffers: a producer's copy of tensor t is buffer t, unless t shares an input's buffer;
-        # the copy received by transfer x is buffer ntensor + x.
         pending = np.empty(n, dtype=np.int64)  # inputs not yet present on the op's device
         buf = np.empty(ntensor if reuse else 0, dtype=np.int64)  # a tensor's buffer on its producer's device
         hold = np.empty(ntensor + nedge, dtype=np.int64)  # readers and transfers keeping a buffer
-        buf_bytes = np.empty(ntensor + nedge, dtype=np.int64)
-        buf_start = np.empty(ntensor + nedge)  # when it was allocated
         running = np.empty(ndev, dtype=np.bool_)
         rbase = np.empty(ndev, dtype=np.int64)  # one ready heap per device, in its own slice
         rsize = np.empty(ndev, dtype=np.int64)
@@ -290,9 +286,6 @@ def _event_loop(reuse: bool, partial: bool):
                                 if a >= 0 and (not partial or dev[g.tensor_src[a]] >= 0):
                                     b = buf[a] if dev[g.tensor_src[a]] == d else ntensor + sent.of[a * ndev + d]
                                 buf[tensor] = b
-                            if b == tensor:
-                                buf_bytes[b] = g.held_bytes[tensor]
-                                buf_start[b] = ops.start[i]
                             for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
                                 c = g.edge_dst[e]
                                 dc = dev[c]
@@ -309,8 +302,6 @@ def _event_loop(reuse: bool, partial: bool):
                                         x = book_transfer(transfers, sent, channels, tensor, d, dc, t,
                                                           g.xfer_time[tensor])
                                         hold[b] += 1
-                                        buf_bytes[ntensor + x] = g.recv_bytes[tensor]
-                                        buf_start[ntensor + x] = transfers.start[x]
                                         if transfers.start[x] > t:
                                             esize = push(ef, ei, 0, esize, transfers.start[x],
                                                          (_XFER_START << _KIND_SHIFT) | x)
@@ -320,7 +311,7 @@ def _event_loop(reuse: bool, partial: bool):
                                                          (_XFER_END << _KIND_SHIFT) | x)
                                     hold[ntensor + x] += 1
                             if partial and b == tensor and hold[b] == 0 and g.tensor_ptr[tensor + 1] > g.tensor_ptr[tensor]:
-                                free(memory, d, buf_bytes[b], buf_start[b], t)  # read by unplaced ops only
+                                free_buffer(g, ops, transfers, memory, d, b, t)  # read by unplaced ops only
                         for k in range(g.in_ptr[i], g.in_ptr[i + 1]):  # release the inputs
                             e = g.in_edges[k]
                             tensor = g.edge_tensor[e]
@@ -335,7 +326,7 @@ def _event_loop(reuse: bool, partial: bool):
                                 b = tensor
                             hold[b] -= 1
                             if hold[b] == 0:
-                                free(memory, d, buf_bytes[b], buf_start[b], t)
+                                free_buffer(g, ops, transfers, memory, d, b, t)
                     elif kind == _XFER_START:
                         x = ident
                         alloc(memory, transfers.device[x], g.recv_bytes[transfers.tensor[x]])
@@ -347,7 +338,7 @@ def _event_loop(reuse: bool, partial: bool):
                         b = buf[tensor] if reuse else tensor
                         hold[b] -= 1
                         if hold[b] == 0:
-                            free(memory, dev[g.tensor_src[tensor]], buf_bytes[b], buf_start[b], t)
+                            free_buffer(g, ops, transfers, memory, dev[g.tensor_src[tensor]], b, t)
                         for e in range(g.tensor_ptr[tensor], g.tensor_ptr[tensor + 1]):
                             c = g.edge_dst[e]
                             if dev[c] == dc:

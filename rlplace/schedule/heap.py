@@ -36,21 +36,21 @@ def pop(kf, ki, base, size):  # pragma: no cover - compiled
     top_f = kf[base]
     top_i = ki[base]
     size -= 1
-    if size > 0:
-        lf = kf[base + size]
-        li = ki[base + size]
-        pos = 0
-        while True:
-            c = 2 * pos + 1
-            if c >= size:
-                break
-            if c + 1 < size and less(kf[base + c + 1], ki[base + c + 1], kf[base + c], ki[base + c]):
-                c += 1
-            if not less(kf[base + c], ki[base + c], lf, li):
-                break
-            kf[base + pos] = kf[base + c]
-            ki[base + pos] = ki[base + c]
-            pos = c
-        kf[base + pos] = lf
-        ki[base + pos] = li
+    # Sift the last entry down from the root; with none left this rewrites the root's slot,
+    # now outside the heap. One path through keeps numba's reference counting out of the loop.
+    lf = kf[base + size]
+    li = ki[base + size]
+    pos = 0
+    c = 1
+    while c < size:
+        if c + 1 < size and less(kf[base + c + 1], ki[base + c + 1], kf[base + c], ki[base + c]):
+            c += 1
+        if not less(kf[base + c], ki[base + c], lf, li):
+            break
+        kf[base + pos] = kf[base + c]
+        ki[base + pos] = ki[base + c]
+        pos = c
+        c = 2 * pos + 1
+    kf[base + pos] = lf
+    ki[base + pos] = li
     return top_f, top_i, size

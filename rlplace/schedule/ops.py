@@ -11,7 +11,7 @@ device if it went there now, and ``book_inputs`` books those transfers.
 
 Memory (DESIGN.md): a buffer is live from its allocation up to, not including, its release; one
 allocated and released at the same instant counts at that instant. The simulator changes the
-live bytes as events happen (``alloc``, ``free``) and takes the peak when an instant is over
+live bytes as events happen (``alloc``, ``free``, ``free_buffer``) and takes the peak when an instant is over
 (``end_instant``). A placer decides before all releases are known: ``hold_op_memory`` books an
 op's memory when it is placed and each release as soon as it is known, ``release_until``
 applies those due; its predicted peak comes from its finished schedule
@@ -30,7 +30,7 @@ from rlplace.schedule.heap import pop, push
 
 
 # ------------------------------------------------------------------------------------- time
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")  # speeds are > 0 (Device): no zero-division branch
 def duration(compute, speed, op, d):  # pragma: no cover - compiled
     """How long ``op`` runs on device ``d`` (``compute``: the graph's, ``speed``: the devices')."""
     return compute[op] / speed[d]
@@ -143,6 +143,19 @@ def free(memory, d, nbytes, allocated_at, t):  # pragma: no cover - compiled
     memory.live[d] -= nbytes
     if allocated_at == t:
         memory.instant[d] += nbytes
+
+
+@numba.njit(cache=True)
+def free_buffer(graph, ops, transfers, memory, d, b, t):  # pragma: no cover - compiled
+    """Release buffer ``b`` on ``d`` at ``t``: for ``b`` below the number of tensors, tensor
+    ``b``'s copy on its producer's device (allocated when its producer started), else the copy
+    received by transfer ``b - tensors`` (allocated when the transfer started)."""
+    ntensor = len(graph.tensor_src)
+    if b < ntensor:
+        free(memory, d, graph.held_bytes[b], ops.start[graph.tensor_src[b]], t)
+    else:
+        x = b - ntensor
+        free(memory, d, graph.recv_bytes[transfers.tensor[x]], transfers.start[x], t)
 
 
 @numba.njit(cache=True)
