@@ -24,7 +24,7 @@ test-quick: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(STAMP)
-	$(BIN)/python experiments/bench_sim.py
+	PYTHONPATH=. $(BIN)/python experiments/bench_sim.py
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache .hypothesis

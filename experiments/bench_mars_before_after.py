@@ -3,7 +3,7 @@
 graph (baechi_2080) at the paper's sizes, alternating the Mars policy module of an older commit
 (loaded with ``git show``; sampling with autograd, as the trainer then did) and today's.
 
-    python experiments/bench_mars_before_after.py [out_dir] [--before COMMIT] [--threads N] [--rounds R]
+    PYTHONPATH=. python experiments/bench_mars_before_after.py [out_dir] [--before COMMIT] [--threads N] [--rounds R]
 
 Writes ``bench_mars_before_after.{json,md}`` to out_dir: training placements per second of each
 run, and the median ratio after / before.
@@ -12,10 +12,8 @@ run, and the median ratio after / before.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,19 +26,9 @@ from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.zoo import layered
 
+from experiments.before import load_module_at
+
 BEFORE = "fa7e62f"  # main before the fused teacher-forced decoder
-
-
-def load_policy_module(commit: str, work: Path):
-    """agents/policies/mars.py as it was at ``commit``, as a module."""
-    source = subprocess.run(["git", "show", f"{commit}:agents/policies/mars.py"], capture_output=True, text=True,
-                            check=True, cwd=Path(__file__).resolve().parent).stdout
-    path = work / f"mars_{commit}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"mars_{commit}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def rate(module, graph, cluster, placements: int, out_dir: Path) -> float:
@@ -69,7 +57,7 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
     graph, cluster = layered(2000, seed=0), load_preset("baechi_2080")
-    before = load_policy_module(args.before, out_dir)
+    before = load_module_at(args.before, "agents/policies/mars.py", out_dir)
     runs: dict[str, list[float]] = {"before": [], "after": []}
     for r in range(args.rounds):
         for label, module in (("before", before), ("after", mars_today)):

@@ -99,10 +99,11 @@ def simulate(graph: OpGraph, cluster: Cluster, placement, trace: bool = False, p
     by the placed ops (an input from an unplaced op is there from the start; a tensor read only
     by unplaced ops is freed when its producer ends; with ``tf_reuse``, an output that would
     share an unplaced op's buffer counts no bytes); in the schedule they start and end at 0."""
-    dev = _device_array(graph, cluster, placement, partial)
+    dev = np.asarray(placement.device_of if isinstance(placement, Placement) else placement)
+    rows = _device_rows(graph, cluster, dev[None, ...], partial)
     with _LOCK:
         m = _model(graph, cluster)
-        step_time, peak = _run(m, dev[None, :])
+        step_time, peak = _run(m, rows, cluster, partial=partial and bool(np.any(rows < 0)))
         nx = int(m.sent.count[0])
         busy = m.devices.busy.copy()
         transfer_bytes = int(graph.tensor_bytes[m.transfers.tensor[:nx]].sum())
@@ -121,13 +122,12 @@ def simulate_many(graph: OpGraph, cluster: Cluster, placements, compute_time=Non
     rows = np.asarray(placements)
     if rows.ndim != 2:
         raise PlacementError(f"placements must be a 2-d array (placements × ops), got shape {rows.shape}")
-    rows = np.stack([_device_array(graph, cluster, row) for row in rows]) if len(rows) else \
-        np.zeros((0, graph.num_ops), dtype=np.int64)
+    rows = _device_rows(graph, cluster, rows) if len(rows) else np.zeros((0, graph.num_ops), dtype=np.int64)
     with _LOCK:
         m = _model(graph, cluster)
         if compute_time is not None:
             m = m._replace(graph=m.graph._replace(compute=_costs(graph, compute_time)))
-        step_time, peak = _run(m, rows)
+        step_time, peak = _run(m, rows, cluster)
     return BatchResult(step_time=step_time, oom=np.any(peak > cluster.memory[None, :], axis=1),
                        peak_memory=peak)
 
@@ -160,19 +160,20 @@ def lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     return max(graph.critical_path(float(speeds.max())), graph.total_compute / float(speeds.sum()))
 
 
-def _device_array(graph: OpGraph, cluster: Cluster, placement, partial: bool = False) -> np.ndarray:
-    dev = np.asarray(placement.device_of if isinstance(placement, Placement) else placement)
-    if dev.shape != (graph.num_ops,):
-        raise PlacementError(f"placement has shape {dev.shape} but graph {graph.name!r} has "
+def _device_rows(graph: OpGraph, cluster: Cluster, rows: np.ndarray, partial: bool = False) -> np.ndarray:
+    """``rows`` (placements × ops) as device indices (int64, C order), checked; -1 (not placed)
+    only when ``partial``."""
+    if rows.shape[1:] != (graph.num_ops,):
+        raise PlacementError(f"placement has shape {rows.shape[1:]} but graph {graph.name!r} has "
                              f"{graph.num_ops} ops")
-    dev = dev.astype(np.int64, copy=False)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
     ndev = cluster.num_devices
     low = -1 if partial else 0
-    if graph.num_ops and (dev.min() < low or dev.max() >= ndev):
-        i = int(np.flatnonzero((dev < low) | (dev >= ndev))[0])
-        raise PlacementError(f"op {graph.names[i]!r}: device index {int(dev[i])} out of range "
+    if rows.size and (rows.min() < low or rows.max() >= ndev):
+        r, i = (int(k) for k in np.argwhere((rows < low) | (rows >= ndev))[0])
+        raise PlacementError(f"op {graph.names[i]!r}: device index {int(rows[r, i])} out of range "
                              f"(cluster has {ndev} devices)")
-    return dev
+    return rows
 
 
 # ------------------------------------------------------------------------ the event loop
@@ -181,23 +182,22 @@ _KIND_SHIFT = 40  # event int key = kind << _KIND_SHIFT | id: an instant's event
 _ID_MASK = (1 << _KIND_SHIFT) - 1
 
 
-def _run(m: Model, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Run the step placed by each row of ``rows`` (placements × ops) on model ``m``, which is
-    left holding the last one; returns each row's step time and peak memory per device."""
-    reuse = bool(np.any(m.graph.shared >= 0))
-    partial = bool(rows.size) and int(rows.min()) < 0
+def _run(m: Model, rows: np.ndarray, cluster: Cluster, partial: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Run the step placed by each row of ``rows`` (placements × ops; ``partial``: some are -1)
+    on model ``m`` of a graph on ``cluster``, which is left holding the last one; returns each
+    row's step time and peak memory per device."""
     step_time = np.zeros(len(rows))
     peak = np.zeros((len(rows), len(m.devices.avail)), dtype=np.int64)
-    _event_loop(reuse, partial)(m, rows, step_time, peak)
+    _event_loop(cluster.memory_model == "tf_reuse", partial)(m, rows, step_time, peak)
     return step_time, peak
 
 
 @functools.cache
 def _event_loop(reuse: bool, partial: bool):
-    """The event loop compiled for one set of features: ``reuse``, some outputs share an input's
-    buffer (``tf_reuse``); ``partial``: some ops are not placed (device -1). Each is a
-    compile-time constant, so the loop without them (what search and the learned placers run)
-    does none of their work, with the same results."""
+    """The event loop compiled for one set of features: ``reuse``, outputs may share an input's
+    buffer (the cluster's ``tf_reuse`` memory model); ``partial``: some ops are not placed
+    (device -1). Each is a compile-time constant, so the loop without them (what search and the
+    learned placers run) does none of their work."""
 
     @numba.njit(cache=True)
     def run(m, rows, step_time, peak):  # pragma: no cover - compiled
@@ -310,7 +310,8 @@ def _event_loop(reuse: bool, partial: bool):
                                             esize = push(ef, ei, 0, esize, transfers.end[x],
                                                          (_XFER_END << _KIND_SHIFT) | x)
                                     hold[ntensor + x] += 1
-                            if partial and b == tensor and hold[b] == 0 and g.tensor_ptr[tensor + 1] > g.tensor_ptr[tensor]:
+                            read = g.tensor_ptr[tensor + 1] > g.tensor_ptr[tensor]
+                            if partial and b == tensor and hold[b] == 0 and read:
                                 free_buffer(g, ops, transfers, memory, d, b, t)  # read by unplaced ops only
                         for k in range(g.in_ptr[i], g.in_ptr[i + 1]):  # release the inputs
                             e = g.in_edges[k]

@@ -1,15 +1,18 @@
 """The execution simulator against DESIGN.md's semantics: hand-computed schedules and memory,
 and properties that must hold for every graph and placement."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from conftest import op, random_dags
+from conftest import op, random_dags, typed_dags
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.errors import PlacementError
 from rlplace.graph import OpGraph
-from rlplace.sim import simulate
+from rlplace.schedule import new_model
+from rlplace.sim import _event_loop, simulate
 from rlplace.zoo import layered
 
 
@@ -256,6 +259,25 @@ def test_partial_placement_runs_the_graph_induced_by_the_placed_ops(g, data):
     assert r.oom == sub.oom and r.num_transfers == sub.num_transfers
     np.testing.assert_array_equal(r.schedule.op_end[placed], sub.schedule.op_end)
     assert not r.schedule.op_end[dev < 0].any()
+
+
+@given(typed_dags(), st.integers(1, 3), st.sampled_from(["parallel", "sequential"]),
+       st.sampled_from(["default", "tf_reuse"]), st.data())
+def test_a_feature_compiled_in_changes_nothing_where_it_is_not_used(g, ndev, mode, memory_model, data):
+    """The event loop is compiled per feature set (buffer sharing, partial placement) so that the
+    common path does none of their work: the loop with a feature gives the same step times and
+    peaks on complete placements, and, with buffer sharing, under the default memory model."""
+    c = replace(cluster(ndev, mode, memory=100), memory_model=memory_model)
+    rows = np.array(data.draw(st.lists(st.lists(st.integers(0, ndev - 1), min_size=g.num_ops, max_size=g.num_ops),
+                                       min_size=1, max_size=3)), dtype=np.int64)
+    m = new_model(g, c)
+    results = []
+    for reuse, partial in [(memory_model == "tf_reuse", False), (True, False), (True, True),
+                           (memory_model == "tf_reuse", True)]:
+        step_time, peak = np.zeros(len(rows)), np.zeros((len(rows), ndev), dtype=np.int64)
+        _event_loop(reuse, partial)(m, rows, step_time, peak)
+        results.append((step_time.tolist(), peak.tolist()))
+    assert all(r == results[0] for r in results)
 
 
 def test_a_partial_placement_is_refused_unless_asked_for():
