@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import statistics
 import subprocess
@@ -40,6 +41,9 @@ def load_policy_module(commit: str, work: Path):
     spec = importlib.util.spec_from_file_location(f"mars_{commit}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if "device" not in inspect.signature(module.build).parameters:
+        built = module.build  # older than make_policy's device argument: a CPU policy
+        module.build = lambda env, device, **options: built(env, **options).to(device)
     return module
 
 
@@ -50,7 +54,7 @@ def rate(module, graph, cluster, placements: int, out_dir: Path) -> float:
     try:
         summary = train(graph, cluster, SimBackend(),
                         TrainConfig(agent="mars", algorithm="ppo", samples=10, policy={"pretrain": False},
-                                    budget_placements=placements, progress=False, plots=False), out_dir)
+                                    device="cpu", budget_placements=placements, progress=False, plots=False), out_dir)
     finally:
         sys.modules["rlplace.agents.policies.mars"] = mars_today
         PPO.differentiates_samples = False
