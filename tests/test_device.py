@@ -144,14 +144,19 @@ def test_gpu_runs_warm_start_and_resume_there(problem, tmp_path, agent):
     assert progress["step_times"][0] == pytest.approx(stopped["warm_start_step_time"])
 
 
+VARIANTS = [("hierarchical", {}), ("hierarchical", {"grouping": "random"}), ("hierarchical", {"grouping": "none"}),
+            ("mars", {}), ("mars", {"encoder": "sage", "placer": "transformer", "transformer_heads": 2})]
+
+
 @needs_gpu
-@pytest.mark.parametrize("agent", sorted(AGENTS))
-def test_a_policy_scores_on_the_gpu_as_on_the_cpu(problem, agent, full_precision):
+@pytest.mark.parametrize("agent, variant", VARIANTS)
+def test_a_policy_scores_on_the_gpu_as_on_the_cpu(problem, agent, variant, full_precision):
     """Same weights, same placements: log probabilities and gradients agree across devices,
-    which exercises the custom backward passes (input feeding, additive attention) on the GPU."""
+    which exercises the custom backward passes (input feeding, additive attention) on the GPU;
+    the GPU policy scores a heuristic's placement as the CPU one does (behaviour cloning's path)."""
     graph, cluster = problem
     env = PlacementEnv(graph, cluster)
-    cpu = make_policy(agent, env, seed=0, **AGENTS[agent][2])
+    cpu = make_policy(agent, env, seed=0, **{**AGENTS[agent][2], **variant})
     gpu = copy.deepcopy(cpu).to("cuda")
     sample = cpu.sample(3, torch.Generator().manual_seed(0))
     results = []
@@ -163,6 +168,10 @@ def test_a_policy_scores_on_the_gpu_as_on_the_cpu(problem, agent, full_precision
         results.append((log_p.cpu(), entropy.cpu(), {n: p.grad.cpu() for n, p in policy.named_parameters()
                                                      if p.grad is not None}))
     (lp_c, ent_c, grad_c), (lp_g, ent_g, grad_g) = results
+    explain = getattr(cpu, "extras_for", None)
+    if explain is not None:
+        for name, tensor in explain(sample.actions).items():
+            assert torch.equal(gpu.extras_for(sample.actions.cuda())[name].cpu(), tensor), name
     torch.testing.assert_close(lp_g, lp_c, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(ent_g, ent_c, rtol=1e-4, atol=1e-4)
     assert grad_c.keys() == grad_g.keys() and grad_c

@@ -146,7 +146,7 @@ class HierarchicalPlanner(nn.Module):
         else:
             grouping = self.fixed_grouping.expand(actions.shape[0], -1)
             votes = torch.zeros(actions.shape[0], G * D, device=actions.device)
-            votes.scatter_add_(1, grouping * D + actions, torch.ones(actions.shape, dtype=votes.dtype))
+            votes.scatter_add_(1, grouping * D + actions, torch.ones_like(actions, dtype=votes.dtype))
             group_devices = votes.view(-1, G, D).argmax(2)
         return {"grouping": grouping.contiguous(), "group_devices": group_devices.contiguous()}
 
