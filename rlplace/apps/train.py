@@ -77,7 +77,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         best = f"{final['step_time'] * 1e3:.3f} ms" if final else "none valid"
         retries = f", {summary['evaluation_retries']} re-run on another worker" if "evaluation_retries" in summary else ""
         log.info(f"best step time {best} after {summary['evaluated']} placements "
-                 f"({summary['placements_per_second']:.1f}/s{retries}); results in {out_dir}")
+                 f"({summary['placements_per_second']:.1f}/s on {summary['device']}{retries}); results in {out_dir}")
     return summary
 
 
