@@ -144,6 +144,20 @@ def test_gpu_runs_warm_start_and_resume_there(problem, tmp_path, agent):
     assert progress["step_times"][0] == pytest.approx(stopped["warm_start_step_time"])
 
 
+@needs_gpu
+def test_a_family_trains_on_the_gpu_and_places_an_unseen_graph_on_the_cpu(tmp_path):
+    from rlplace.agents.family import train_family
+
+    cluster, family = load_preset("mars_p100"), [layered(14, width=3, seed=1, name="a"), layered(10, seed=2, name="b")]
+    policy = {**MARS, "segment_size": 4, "type_buckets": 8}
+    summary = train_family(family, cluster, SimBackend(), config("mars", "cuda", samples=4, budget_placements=16,
+                                                                 policy=policy), tmp_path, order="sample")
+    assert summary["device"].startswith("cuda") and summary["evaluated"] == 16
+    assert all(g["greedy_evaluation"]["step_time"] > 0 for g in summary["graphs"].values())
+    unseen = layered(12, seed=5, name="c")
+    assert PolicyPlacer("mars", tmp_path / "checkpoint.pt").place(unseen, cluster).device_of.shape == (unseen.num_ops,)
+
+
 VARIANTS = [("hierarchical", {}), ("hierarchical", {"grouping": "random"}), ("hierarchical", {"grouping": "none"}),
             ("mars", {}), ("mars", {"encoder": "sage", "placer": "transformer", "transformer_heads": 2})]
 
