@@ -70,7 +70,7 @@ def set_generator_state(path: Path, generator: torch.Generator, state: torch.Ten
         generator.set_state(state)
     except RuntimeError:
         raise CheckpointError(f"{path}: its sampling generator is not a {generator.device.type} generator: resume "
-                              "the run on the kind of device it was written on (device=cpu or cuda)") from None
+                              "the run on the kind of device it was written on (torch_device=cpu or cuda)") from None
 
 
 def write_checkpoint(path: Path, checkpoint: Checkpoint) -> None:

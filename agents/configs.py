@@ -27,7 +27,7 @@ def check_device_name(name: str) -> None:
     """A ConfigError unless ``name`` is auto, cpu, cuda or cuda:N (``rlplace.agents.device``
     resolves it)."""
     if not isinstance(name, str) or not DEVICES.fullmatch(name):
-        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {name!r}")
+        raise ConfigError(f"torch_device must be auto, cpu, cuda or cuda:N, got {name!r}")
 
 
 @dataclass
@@ -194,12 +194,12 @@ class TrainConfig:
     init_checkpoint: Optional[str] = None  # fine-tuning: start from another run's policy weights
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     seed: int = 0
-    device: str = "auto"                # auto: the first GPU if torch sees one, else the CPU
+    torch_device: str = "auto"              # auto: the first GPU if torch sees one, else the CPU
     progress: bool = True
     plots: bool = True
 
     def __post_init__(self):
-        check_device_name(self.device)
+        check_device_name(self.torch_device)
         if self.budget_placements is None and self.budget_seconds is None:
             raise ConfigError("set a budget: budget.placements and/or budget.seconds")
         if self.samples < 1 or self.checkpoint_every < 1:

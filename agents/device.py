@@ -1,4 +1,4 @@
-"""The torch device a learned placer trains on (``rlplace-train device=auto|cpu|cuda|cuda:N``),
+"""The torch device a learned placer trains on (``rlplace-train torch_device=auto|cpu|cuda|cuda:N``),
 and random draws that follow a ``torch.Generator`` to whichever device it lives on.
 
 A policy is built and initialised on the CPU (so a seed gives the same initial weights on every
@@ -28,10 +28,10 @@ def resolve_device(name: str) -> torch.device:
     device = torch.device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(f"device={name}: torch {torch.__version__} sees no CUDA GPU here "
-                              "(use device=cpu, or device=auto)")
+            raise ConfigError(f"torch_device={name}: torch {torch.__version__} sees no CUDA GPU here "
+                              "(use torch_device=cpu, or torch_device=auto)")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"device={name}: torch sees {torch.cuda.device_count()} CUDA GPU(s), "
+            raise ConfigError(f"torch_device={name}: torch sees {torch.cuda.device_count()} CUDA GPU(s), "
                               f"numbered from 0")
     return device
 

@@ -108,7 +108,7 @@ class _Family:
         self.config, self.out_dir, self.order, self.cluster = config, out_dir, order, cluster
         self.env_options = {"mode": "one_shot", **config.env}
         self.problems = [PlacementEnv(g, cluster, backend, **self.env_options) for g in graphs]
-        self.device = resolve_device(config.device)
+        self.device = resolve_device(config.torch_device)
         options = {"seed": config.seed, "device": self.device, **config.policy}
         later = {**options, "pretrain": False} if hasattr(AGENTS[config.agent]().policy, "pretrain") else options
         self.policies = [make_policy(config.agent, p, **(options if i == 0 else later))
@@ -184,7 +184,7 @@ class _Family:
     def _summary(self) -> dict[str, Any]:
         p = self.progress
         return {"updates": p.updates, "evaluated": p.evaluated, "seconds": p.elapsed, "order": self.order,
-                "device": device_name(self.device),
+                "torch_device": device_name(self.device),
                 "placements_per_second": p.evaluated / p.elapsed if p.elapsed > 0 else None,
                 "graphs": {name: {"updates": g.updates, "evaluated": g.evaluated, "best_step_time": g.best_step_time,
                                   **g.warm_start} for name, g in p.graphs.items()}}

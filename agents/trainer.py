@@ -21,9 +21,9 @@ algorithmic placers' and a local search's simulated step times as lines, compute
 start and kept in the checkpoint, and the lower bound). With a warm start, results.json names
 the heuristic (``warm_start_placer``) with its simulated step time and OOM.
 
-The policy and its algorithm live on ``config.device`` (``rlplace.agents.device``: ``auto`` is a
+The policy and its algorithm live on ``config.torch_device`` (``rlplace.agents.device``: ``auto`` is a
 GPU when torch sees one), and so does the sampling generator; placements come back to the CPU
-once per sample, for the environment. results.json names the device.
+once per sample, for the environment. results.json names the device (``torch_device``).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
     saved = _resumable(checkpoint, config, graph, cluster) if config.resume else None
     env_options = {"mode": "one_shot", **config.env}
     problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
-    device = resolve_device(config.device)
+    device = resolve_device(config.torch_device)
     # a policy's own seed (Mars: agent.policy.seed, the run's seed unless set) seeds its weights
     policy = make_policy(config.agent, problem, device=device, **{"seed": config.seed, **config.policy})
     algorithm = make_algorithm(config.algorithm, policy, **config.algorithm_options)
@@ -271,7 +271,7 @@ def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, co
     if best_is_greedy:
         progress.best_step_time, progress.best_actions = float(greedy.step_time), [int(a) for a in greedy_actions]
     summary = {**_summary(progress), "greedy_evaluation": greedy.as_dict(), "best_is_greedy": best_is_greedy,
-               "device": device_name(device)}
+               "torch_device": device_name(device)}
     if hasattr(problem.backend, "retries"):  # a parallel backend: placements re-run after a worker failed
         summary["evaluation_retries"] = problem.backend.retries
     if progress.first_actions is not None:

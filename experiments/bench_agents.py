@@ -156,7 +156,7 @@ def main() -> None:
                         out_dir / f"{stem}_{label.replace(' ', '_')}")
         records.append({"agent": label, "samples_per_update": k, "sampling_per_second": sampling,
                         "training_per_second": summary["placements_per_second"], "threads": args.threads,
-                        "device": summary["device"]})
+                        "device": summary["torch_device"]})
         print(records[-1], flush=True)
 
     k, options = AGENTS["mars"][1:]

@@ -33,7 +33,7 @@ Cells not run are in the table as "not run (time)".
 
 Writes ``equal_evaluations.{json,md,png}`` to ``--results``; the runs go to ``--work``.
 
-Runs can be spread over processes or machines (``--extra device=cuda`` trains on a GPU): each
+Runs can be spread over processes or machines (``--extra torch_device=cuda`` trains on a GPU): each
 process runs a part (``--graphs``, ``--agents``, ``--starts``, ``--seeds``) into its own
 ``--results`` (and a ``--work`` holding the zoo graph files, which need TensorFlow to build), and
 
@@ -375,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--work", default="outputs/equal_evaluations")
     parser.add_argument("--markdown", action="store_true", help="only rewrite the markdown and plot from the json")
     parser.add_argument("--extra", nargs="*", default=["torch_threads=1"],
-                        help="more rlplace-train overrides (device=cuda: train on a GPU)")
+                        help="more rlplace-train overrides (torch_device=cuda: train on a GPU)")
     parser.add_argument("--merge", nargs="+", metavar="DIR", help="merge DIR/equal_evaluations.json of other "
                         "processes into --results, then rewrite the markdown and plot")
     args = parser.parse_args(argv)

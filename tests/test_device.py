@@ -1,4 +1,4 @@
-"""Training on a torch device (``device=auto|cpu|cuda|cuda:N``): the option, its errors, and,
+"""Training on a torch device (``torch_device=auto|cpu|cuda|cuda:N``): the option, its errors, and,
 where torch sees a GPU, training on it, scoring there as on the CPU, and its checkpoints on the CPU."""
 
 import copy
@@ -47,19 +47,19 @@ def config(agent: str, device: str, **overrides) -> TrainConfig:
     algorithm, samples, policy = AGENTS[agent]
     return TrainConfig(**{"agent": agent, "algorithm": algorithm, "samples": samples, "policy": policy,
                           "budget_placements": 4 * samples, "checkpoint_every": 2, "progress": False,
-                          "plots": False, "seed": 3, "device": device, **overrides})
+                          "plots": False, "seed": 3, "torch_device": device, **overrides})
 
 
 # ------------------------------------------------------------------------------ the option
 def test_auto_is_a_gpu_only_where_torch_sees_one():
     assert resolve_device("auto") == torch.device("cuda" if GPU else "cpu")
-    assert TrainConfig().device == "auto"
+    assert TrainConfig().torch_device == "auto"
 
 
 @pytest.mark.parametrize("name", ["tpu", "gpu", "cuda:", "cuda:x", "CPU", ""])
 def test_an_unknown_device_is_a_config_error(name):
     with pytest.raises(ConfigError, match="device must be auto, cpu, cuda or cuda:N"):
-        TrainConfig(device=name)
+        TrainConfig(torch_device=name)
 
 
 @pytest.mark.skipif(GPU, reason="here torch sees a GPU")
@@ -69,10 +69,10 @@ def test_a_gpu_where_torch_sees_none_is_a_config_error():
             resolve_device(name)
 
 
-@pytest.mark.parametrize("override, message", [("device=tpu", "device must be auto, cpu, cuda or cuda:N, got 'tpu'"),
-                                               ("device=cuda:7", "device=cuda:7: torch")])
+@pytest.mark.parametrize("override, message", [("torch_device=tpu", "torch_device must be auto, cpu, cuda or cuda:N, got 'tpu'"),
+                                               ("torch_device=cuda:7", "torch_device=cuda:7: torch")])
 def test_rlplace_train_bad_device_is_one_line_and_exit_2(rlplace_cli, tmp_path, override, message):
-    if GPU and override == "device=cuda:7" and torch.cuda.device_count() > 7:
+    if GPU and override == "torch_device=cuda:7" and torch.cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
     run = subprocess.run([*rlplace_cli("train"), "graph=layered", "graph.num_ops=30", "agent=hierarchical",
                           "budget.placements=4", f"hydra.run.dir={tmp_path}", override],
@@ -86,7 +86,7 @@ def test_rlplace_train_bad_device_is_one_line_and_exit_2(rlplace_cli, tmp_path, 
 def test_cpu_run_names_its_device_and_draws_on_the_cpu(problem, tmp_path):
     graph, cluster = problem
     summary = train(graph, cluster, SimBackend(), config("mars", "cpu"), tmp_path)
-    assert summary["device"] == "cpu" and summary["evaluated"] == 20
+    assert summary["torch_device"] == "cpu" and summary["evaluated"] == 20
     assert read_checkpoint(tmp_path / "checkpoint.pt").generator.numel() > 16  # the CPU's Mersenne Twister
 
 
@@ -117,14 +117,14 @@ def test_draws_follow_the_generator_to_the_policy_device():
 def test_training_on_a_gpu_and_its_checkpoint_on_the_cpu(problem, tmp_path, agent):
     graph, cluster = problem
     summary = train(graph, cluster, SimBackend(), config(agent, "cuda"), tmp_path / "gpu")
-    assert summary["device"].startswith("cuda:0 (") and summary["evaluated"] == 4 * AGENTS[agent][1]
+    assert summary["torch_device"].startswith("cuda:0 (") and summary["evaluated"] == 4 * AGENTS[agent][1]
     saved = read_checkpoint(tmp_path / "gpu" / "checkpoint.pt")
     assert all(t.device.type == "cpu" for t in saved.policy.values())
     trained = PolicyPlacer(agent, tmp_path / "gpu" / "checkpoint.pt").place(graph, cluster)  # rebuilt on the CPU
     assert trained.device_of.shape == (graph.num_ops,)
     tuned = train(graph, cluster, SimBackend(),
                   config(agent, "cpu", init_checkpoint=str(tmp_path / "gpu" / "checkpoint.pt")), tmp_path / "cpu")
-    assert tuned["init_tensors_copied"] > 0 and tuned["device"] == "cpu"
+    assert tuned["init_tensors_copied"] > 0 and tuned["torch_device"] == "cpu"
     with pytest.raises(CheckpointError, match="not a cpu generator"):
         train(graph, cluster, SimBackend(), config(agent, "cpu", resume=True), tmp_path / "gpu")
 
@@ -152,7 +152,7 @@ def test_a_family_trains_on_the_gpu_and_places_an_unseen_graph_on_the_cpu(tmp_pa
     policy = {**MARS, "segment_size": 4, "type_buckets": 8}
     summary = train_family(family, cluster, SimBackend(), config("mars", "cuda", samples=4, budget_placements=16,
                                                                  policy=policy), tmp_path, order="sample")
-    assert summary["device"].startswith("cuda") and summary["evaluated"] == 16
+    assert summary["torch_device"].startswith("cuda") and summary["evaluated"] == 16
     assert all(g["greedy_evaluation"]["step_time"] > 0 for g in summary["graphs"].values())
     unseen = layered(12, seed=5, name="c")
     assert PolicyPlacer("mars", tmp_path / "checkpoint.pt").place(unseen, cluster).device_of.shape == (unseen.num_ops,)
