@@ -182,6 +182,7 @@ def run_seed(key: str, graph_overrides_: list[str], agent: str, start: str, seed
     learned = LearnedRun.from_run_dir(run_dir, graph, cluster, f"{agent} {start}", budget, r["seconds"])
     search = search_at(graph, cluster, learned, "equal evaluations", seed=seed).search
     record.update({"evaluated": r["evaluated"], "seconds": r["seconds"], "overrides": overrides,
+                   "torch_device": r.get("torch_device"),
                    "first_step_time": r["step_times"][0] if r["valid"][0] else math.inf,
                    "warm_start_placer": r.get("warm_start_placer"), "warm_start_step_time": r.get("warm_start_step_time"),
                    "curve": change_points(curve)})
@@ -329,10 +330,13 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
             lines.append(f"{head} not run (time) | not run (time) | — | — |")
     rates = {}
     for key, seeds in summary["cells"].items():
-        rates.setdefault(key.split("/")[1], []).extend(r["evaluated"] / r["seconds"] for r in seeds.values())
+        for r in seeds.values():
+            where = (r.get("torch_device") or "cpu").split(" ")[0]
+            rates.setdefault(f"{key.split('/')[1]} on {where}", []).append(r["evaluated"] / r["seconds"])
     if rates:
-        lines += ["", "Training placements per second (median over the runs, nice -n 10 on a shared 2-core machine, "
-                      "1 torch thread): " + ", ".join(f"{a} {statistics.median(v):.2f}" for a, v in rates.items()) + "."]
+        lines += ["", "Training placements per second (median over the runs, 1 torch thread each): "
+                  + ", ".join(f"{a} {statistics.median(v):.2f}" for a, v in rates.items()) + "."]
+    lines += ["", summary["machine"]] if summary.get("machine") else []
     warm = sorted({f"{k.split('/')[0]}: {s['warm_start_placer']}" for k, seeds in summary["cells"].items()
                    for s in seeds.values() if s.get("warm_start_placer")})
     if warm:
