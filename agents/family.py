@@ -45,7 +45,7 @@ from rlplace.agents.device import device_name, resolve_device
 from rlplace.agents.configs import AGENTS, TrainConfig
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
-from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, _spent, _warm_start, flushed_subnormals, learn_step
+from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, budget_spent, flushed_subnormals, learn_step, warm_start_policy
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
@@ -131,7 +131,7 @@ class _Family:
             torch.manual_seed(config.seed)
             np.random.seed(config.seed)
             for problem, policy, algorithm in zip(self.problems, self.policies, self.algorithms):
-                _warm_start(problem, policy, algorithm, config, self._of(problem))
+                warm_start_policy(problem, policy, algorithm, config, self._of(problem))
             self.progress.evaluated = sum(p.evaluated for p in self.progress.graphs.values())
         evaluators = [Evaluator({"graph": p.graph, "cluster": self.cluster, "backend": p.backend, **self.env_options},
                                 config.samples, config.seed) for p in self.problems]
@@ -140,7 +140,7 @@ class _Family:
                    disable=not config.progress, desc=f"{config.agent} on a family of {len(self.problems)}")
         start, this_run = time.perf_counter() - self.progress.elapsed, 0
         try:
-            while not _spent(config, self.progress):  # the family's totals
+            while not budget_spent(config, self.progress):  # the family's totals
                 i = self._next_graph()
                 stats = self._update(i, evaluators[i])
                 this_run += 1

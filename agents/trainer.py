@@ -181,7 +181,7 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
         np.random.seed(config.seed)
         if config.init_checkpoint:
             progress.warm_start.update(load_matching_weights(policy, config.init_checkpoint))
-        _warm_start(problem, policy, algorithm, config, progress)
+        warm_start_policy(problem, policy, algorithm, config, progress)
         if config.plots:
             progress.references = algorithmic_references(graph, cluster, config.budget_placements or 2000, config.seed)
 
@@ -192,7 +192,7 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
                    disable=not config.progress, desc=f"{config.agent} on {graph.name}")
         updates_this_run, stopped = 0, False
         start = time.perf_counter() - progress.elapsed
-        while not _spent(config, progress):
+        while not budget_spent(config, progress):
             batch, stats = learn_step(policy, algorithm, evaluator, config.samples, generator, progress)
             updates_this_run += 1
             progress.elapsed = time.perf_counter() - start
@@ -224,7 +224,7 @@ def _opened(open_logger: Callable[[int], Logger] | None, start_step: int):
 
 
 # ---------------------------------------------------------------------------------- pieces
-def _warm_start(problem: PlacementEnv, policy, algorithm, config: TrainConfig, progress: Progress) -> None:
+def warm_start_policy(problem: PlacementEnv, policy, algorithm, config: TrainConfig, progress: Progress) -> None:
     ws = config.warm_start
     if ws.placer is None:
         if ws.behaviour_cloning or ws.first_sample:
@@ -240,7 +240,7 @@ def _warm_start(problem: PlacementEnv, policy, algorithm, config: TrainConfig, p
         progress.warm_start["heuristic_step_time"] = result.step_time
 
 
-def _spent(config: TrainConfig, progress: Progress) -> bool:
+def budget_spent(config: TrainConfig, progress: Progress) -> bool:
     return ((config.budget_placements is not None and progress.evaluated >= config.budget_placements)
             or (config.budget_seconds is not None and progress.elapsed >= config.budget_seconds))
 
