@@ -7,7 +7,9 @@ state is stored as a dict with its key as a tensor. The reader unpickles with
 ``torch.load(weights_only=True)``, so a file that names any other Python object (a planted
 ``__reduce__`` payload, numpy arrays) is refused before anything in it runs. Every way a file
 can fail (missing, a directory, empty, truncated, not a torch file, refused, wrong layout)
-is a ``CheckpointError`` naming the file.
+is a ``CheckpointError`` naming the file. The reader maps every tensor to the CPU, so a checkpoint
+written on a GPU loads on a machine without one; the policy and algorithm move what they load to
+their own device.
 """
 
 from __future__ import annotations
@@ -59,6 +61,16 @@ def numpy_rng_state() -> dict[str, Any]:
 def set_numpy_rng_state(state: dict[str, Any]) -> None:
     key = np.asarray(state["state"]["key"].numpy(), dtype=np.uint32)
     np.random.set_state({**state, "state": {**state["state"], "key": key}})
+
+
+def set_generator_state(path: Path, generator: torch.Generator, state: torch.Tensor) -> None:
+    """Continue the sampling generator saved in ``path``; a generator of another kind of device
+    (a run written on a GPU, resumed on the CPU) is a CheckpointError."""
+    try:
+        generator.set_state(state)
+    except RuntimeError:
+        raise CheckpointError(f"{path}: its sampling generator is not a {generator.device.type} generator: resume "
+                              "the run on the kind of device it was written on (torch_device=cpu or cuda)") from None
 
 
 def write_checkpoint(path: Path, checkpoint: Checkpoint) -> None:

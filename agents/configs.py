@@ -10,6 +10,7 @@ policy.placer=transformer policy.pretrain=false`` (the encoder-placer baseline, 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -19,6 +20,14 @@ from rlplace.options import COUNT, FLAG, SECONDS, Allowed, allowed
 GROUPINGS = ("learned", "random", "none")
 ENCODERS = ("gcn", "sage")
 PLACERS = ("segment_seq2seq", "seq2seq", "transformer")
+DEVICES = re.compile(r"auto|cpu|cuda(:[0-9]+)?")   # the torch devices a learned placer trains on
+
+
+def check_device_name(name: str) -> None:
+    """A ConfigError unless ``name`` is auto, cpu, cuda or cuda:N (``rlplace.agents.device``
+    resolves it)."""
+    if not isinstance(name, str) or not DEVICES.fullmatch(name):
+        raise ConfigError(f"torch_device must be auto, cpu, cuda or cuda:N, got {name!r}")
 
 
 @dataclass
@@ -185,10 +194,12 @@ class TrainConfig:
     init_checkpoint: Optional[str] = None  # fine-tuning: start from another run's policy weights
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     seed: int = 0
+    torch_device: str = "auto"              # auto: the first GPU if torch sees one, else the CPU
     progress: bool = True
     plots: bool = True
 
     def __post_init__(self):
+        check_device_name(self.torch_device)
         if self.budget_placements is None and self.budget_seconds is None:
             raise ConfigError("set a budget: budget.placements and/or budget.seconds")
         if self.samples < 1 or self.checkpoint_every < 1:

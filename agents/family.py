@@ -40,11 +40,12 @@ from tqdm import tqdm
 
 from rlplace.agents.algos import make_algorithm
 from rlplace.agents.checkpoint import (Checkpoint, check_fits, numpy_rng_state, problem_identity, read_checkpoint,
-                                       set_numpy_rng_state, write_checkpoint)
+                                       set_generator_state, set_numpy_rng_state, write_checkpoint)
+from rlplace.agents.device import device_name, resolve_device
 from rlplace.agents.configs import AGENTS, TrainConfig
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
-from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, _spent, _warm_start, flushed_subnormals, learn_step
+from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, budget_spent, flushed_subnormals, learn_step, warm_start_policy
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
@@ -107,7 +108,8 @@ class _Family:
         self.config, self.out_dir, self.order, self.cluster = config, out_dir, order, cluster
         self.env_options = {"mode": "one_shot", **config.env}
         self.problems = [PlacementEnv(g, cluster, backend, **self.env_options) for g in graphs]
-        options = {"seed": config.seed, **config.policy}
+        self.device = resolve_device(config.torch_device)
+        options = {"seed": config.seed, "device": self.device, **config.policy}
         later = {**options, "pretrain": False} if hasattr(AGENTS[config.agent]().policy, "pretrain") else options
         self.policies = [make_policy(config.agent, p, **(options if i == 0 else later))
                          for i, p in enumerate(self.problems)]
@@ -116,7 +118,7 @@ class _Family:
         self.algorithms = [make_algorithm(config.algorithm, p, **config.algorithm_options) for p in self.policies]
         for algorithm in self.algorithms[1:]:
             algorithm.optimizer = self.algorithms[0].optimizer  # one optimizer for the shared weights
-        self.generator = torch.Generator().manual_seed(config.seed)
+        self.generator = torch.Generator(self.device).manual_seed(config.seed)
         self.progress = FamilyProgress(graphs={g.name: Progress() for g in graphs})
         self.identity = family_identity(graphs, cluster)
 
@@ -129,7 +131,7 @@ class _Family:
             torch.manual_seed(config.seed)
             np.random.seed(config.seed)
             for problem, policy, algorithm in zip(self.problems, self.policies, self.algorithms):
-                _warm_start(problem, policy, algorithm, config, self._of(problem))
+                warm_start_policy(problem, policy, algorithm, config, self._of(problem))
             self.progress.evaluated = sum(p.evaluated for p in self.progress.graphs.values())
         evaluators = [Evaluator({"graph": p.graph, "cluster": self.cluster, "backend": p.backend, **self.env_options},
                                 config.samples, config.seed) for p in self.problems]
@@ -138,7 +140,7 @@ class _Family:
                    disable=not config.progress, desc=f"{config.agent} on a family of {len(self.problems)}")
         start, this_run = time.perf_counter() - self.progress.elapsed, 0
         try:
-            while not _spent(config, self.progress):  # the family's totals
+            while not budget_spent(config, self.progress):  # the family's totals
                 i = self._next_graph()
                 stats = self._update(i, evaluators[i])
                 this_run += 1
@@ -167,7 +169,7 @@ class _Family:
         n = len(self.problems)
         if self.order == "cycle":
             return self.progress.updates % n
-        return int(torch.randint(n, (1,), generator=self.generator))
+        return int(torch.randint(n, (1,), generator=self.generator, device=self.device))
 
     def _update(self, i: int, evaluator: Evaluator) -> dict[str, float]:
         """One update on graph i: sample, evaluate, update the shared weights through its algorithm."""
@@ -182,6 +184,7 @@ class _Family:
     def _summary(self) -> dict[str, Any]:
         p = self.progress
         return {"updates": p.updates, "evaluated": p.evaluated, "seconds": p.elapsed, "order": self.order,
+                "torch_device": device_name(self.device),
                 "placements_per_second": p.evaluated / p.elapsed if p.elapsed > 0 else None,
                 "graphs": {name: {"updates": g.updates, "evaluated": g.evaluated, "best_step_time": g.best_step_time,
                                   **g.warm_start} for name, g in p.graphs.items()}}
@@ -220,7 +223,7 @@ class _Family:
             self.policies[0].load_state_dict(saved.policy)
             for algorithm, state in zip(self.algorithms, saved.algorithm["graphs"], strict=True):
                 algorithm.load_state_dict(state)
-            self.generator.set_state(saved.generator)
+            set_generator_state(path, self.generator, saved.generator)
             torch.set_rng_state(saved.torch_rng)
             set_numpy_rng_state(saved.numpy_rng)
             p = saved.progress

@@ -11,7 +11,9 @@ discriminator and the loss. Mars trains 1000 iterations and keeps the weights of
 The result is cached in a file named by a hash of the graph's node features and edges and of
 everything that determines the weights (encoder architecture and initial weights, pre-training
 options, seed): a
-second call with the same inputs loads the file and does not train.
+second call with the same inputs loads the file and does not train. Pre-training runs on the
+device of ``x`` (the encoder's); a GPU run caches apart from a CPU run (its weights differ in the
+last bits), so a CPU run's result never depends on what a GPU run cached.
 """
 
 from __future__ import annotations
@@ -42,21 +44,21 @@ def pretrain_encoder(encoder: torch.nn.Module, x: torch.Tensor, edge_index: torc
     leave it with the weights of the lowest loss seen."""
     path = _cache_path(encoder, x, edge_index, config)
     if path is not None and path.is_file():
-        saved = torch.load(path, weights_only=True)
+        saved = torch.load(path, weights_only=True, map_location=x.device)
         encoder.load_state_dict(saved["encoder"])
         return PretrainResult(saved["losses"], min(saved["losses"]), trained=False, path=path)
 
     generator = torch.Generator().manual_seed(config.seed)
 
     def corruption(x, edge_index):
-        return x[torch.randperm(x.shape[0], generator=generator)], edge_index
+        return x[torch.randperm(x.shape[0], generator=generator).to(x.device)], edge_index
 
     def summary(z, *args, **kwargs):
         return torch.sigmoid(z.mean(dim=0))
 
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
-        dgi = DeepGraphInfomax(hidden, encoder, summary, corruption)
+        dgi = DeepGraphInfomax(hidden, encoder, summary, corruption).to(x.device)
     optimizer = torch.optim.Adam(dgi.parameters(), lr=config.lr)
     losses, best, best_state = [], float("inf"), copy.deepcopy(encoder.state_dict())
     for _ in range(config.iterations):
@@ -81,11 +83,13 @@ def _cache_path(encoder: torch.nn.Module, x: torch.Tensor, edge_index: torch.Ten
     if config.cache_dir is None:
         return None
     key = hashlib.sha256()
-    key.update(x.detach().contiguous().numpy().tobytes())
+    key.update(x.detach().cpu().contiguous().numpy().tobytes())
     key.update(str(tuple(x.shape)).encode())
-    key.update(edge_index.contiguous().numpy().tobytes())
+    key.update(edge_index.cpu().contiguous().numpy().tobytes())
     key.update(repr(encoder).encode())
     for value in encoder.state_dict().values():
-        key.update(value.detach().contiguous().numpy().tobytes())
+        key.update(value.detach().cpu().contiguous().numpy().tobytes())
+    if x.device.type != "cpu":
+        key.update(x.device.type.encode())
     key.update(repr({k: v for k, v in asdict(config).items() if k != "cache_dir"}).encode())
     return Path(config.cache_dir).expanduser() / f"dgi-{key.hexdigest()[:24]}.pt"

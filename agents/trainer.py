@@ -20,6 +20,10 @@ beside the run starts there), ``results.json`` and ``training_curve.png`` (with 
 algorithmic placers' and a local search's simulated step times as lines, computed once at the
 start and kept in the checkpoint, and the lower bound). With a warm start, results.json names
 the heuristic (``warm_start_placer``) with its simulated step time and OOM.
+
+The policy and its algorithm live on ``config.torch_device`` (``rlplace.agents.device``: ``auto`` is a
+GPU when torch sees one), and so does the sampling generator; placements come back to the CPU
+once per sample, for the environment. results.json names the device (``torch_device``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
 from rlplace.agents.algos import make_algorithm
 from rlplace.agents.base import Batch
 from rlplace.agents.checkpoint import (Checkpoint, check_fits, first_line, numpy_rng_state, problem_identity,
-                                       read_checkpoint, set_numpy_rng_state, write_checkpoint)
+                                       read_checkpoint, set_generator_state, set_numpy_rng_state, write_checkpoint)
+from rlplace.agents.device import device_name, resolve_device
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
 from rlplace.agents.configs import TrainConfig
@@ -162,10 +167,11 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
     saved = _resumable(checkpoint, config, graph, cluster) if config.resume else None
     env_options = {"mode": "one_shot", **config.env}
     problem = PlacementEnv(graph, cluster, backend, **env_options)  # builds the policy, scores single placements
+    device = resolve_device(config.torch_device)
     # a policy's own seed (Mars: agent.policy.seed, the run's seed unless set) seeds its weights
-    policy = make_policy(config.agent, problem, **{"seed": config.seed, **config.policy})
+    policy = make_policy(config.agent, problem, device=device, **{"seed": config.seed, **config.policy})
     algorithm = make_algorithm(config.algorithm, policy, **config.algorithm_options)
-    generator = torch.Generator().manual_seed(config.seed)
+    generator = torch.Generator(device).manual_seed(config.seed)
     progress = Progress()
 
     if saved is not None:
@@ -175,7 +181,7 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
         np.random.seed(config.seed)
         if config.init_checkpoint:
             progress.warm_start.update(load_matching_weights(policy, config.init_checkpoint))
-        _warm_start(problem, policy, algorithm, config, progress)
+        warm_start_policy(problem, policy, algorithm, config, progress)
         if config.plots:
             progress.references = algorithmic_references(graph, cluster, config.budget_placements or 2000, config.seed)
 
@@ -186,7 +192,7 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
                    disable=not config.progress, desc=f"{config.agent} on {graph.name}")
         updates_this_run, stopped = 0, False
         start = time.perf_counter() - progress.elapsed
-        while not _spent(config, progress):
+        while not budget_spent(config, progress):
             batch, stats = learn_step(policy, algorithm, evaluator, config.samples, generator, progress)
             updates_this_run += 1
             progress.elapsed = time.perf_counter() - start
@@ -204,7 +210,7 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
         if stopped:
             return {"stopped": True, **_summary(progress)}
         _save_checkpoint(checkpoint, policy, algorithm, generator, progress, config, env_options, problem)
-        return _finish(problem, policy, progress, out_dir, config)
+        return _finish(problem, policy, progress, out_dir, config, device)
 
 
 @contextmanager
@@ -218,7 +224,7 @@ def _opened(open_logger: Callable[[int], Logger] | None, start_step: int):
 
 
 # ---------------------------------------------------------------------------------- pieces
-def _warm_start(problem: PlacementEnv, policy, algorithm, config: TrainConfig, progress: Progress) -> None:
+def warm_start_policy(problem: PlacementEnv, policy, algorithm, config: TrainConfig, progress: Progress) -> None:
     ws = config.warm_start
     if ws.placer is None:
         if ws.behaviour_cloning or ws.first_sample:
@@ -234,7 +240,7 @@ def _warm_start(problem: PlacementEnv, policy, algorithm, config: TrainConfig, p
         progress.warm_start["heuristic_step_time"] = result.step_time
 
 
-def _spent(config: TrainConfig, progress: Progress) -> bool:
+def budget_spent(config: TrainConfig, progress: Progress) -> bool:
     return ((config.budget_placements is not None and progress.evaluated >= config.budget_placements)
             or (config.budget_seconds is not None and progress.elapsed >= config.budget_seconds))
 
@@ -255,7 +261,8 @@ def _summary(progress: Progress) -> dict[str, Any]:
             **progress.warm_start}
 
 
-def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, config: TrainConfig) -> dict[str, Any]:
+def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, config: TrainConfig,
+            device: torch.device) -> dict[str, Any]:
     """The policy's most likely (greedy) placement is evaluated and competes with the best
     sample; the winner is saved and evaluated once more, outside any cache."""
     greedy_actions = policy.greedy().cpu().numpy()
@@ -263,7 +270,8 @@ def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, co
     best_is_greedy = problem.is_valid(greedy) and greedy.step_time < progress.best_step_time
     if best_is_greedy:
         progress.best_step_time, progress.best_actions = float(greedy.step_time), [int(a) for a in greedy_actions]
-    summary = {**_summary(progress), "greedy_evaluation": greedy.as_dict(), "best_is_greedy": best_is_greedy}
+    summary = {**_summary(progress), "greedy_evaluation": greedy.as_dict(), "best_is_greedy": best_is_greedy,
+               "torch_device": device_name(device)}
     if hasattr(problem.backend, "retries"):  # a parallel backend: placements re-run after a worker failed
         summary["evaluation_retries"] = problem.backend.retries
     if progress.first_actions is not None:
@@ -321,7 +329,7 @@ def _restore(path: Path, saved: Checkpoint, policy, algorithm, generator: torch.
         progress = Progress(**saved.progress)
         policy.load_state_dict(saved.policy)
         algorithm.load_state_dict(saved.algorithm)
-        generator.set_state(saved.generator)
+        set_generator_state(path, generator, saved.generator)
         torch.set_rng_state(saved.torch_rng)
         set_numpy_rng_state(saved.numpy_rng)
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:

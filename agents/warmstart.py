@@ -22,6 +22,7 @@ import torch
 
 from rlplace.agents.base import Algorithm, Policy
 from rlplace.agents.configs import WarmStartConfig
+from rlplace.agents.device import device_of
 from rlplace.errors import ConfigError
 from rlplace.placement import Placement
 from rlplace.placers import make_placer
@@ -70,7 +71,8 @@ def extras_for(policy: Policy, actions: torch.Tensor) -> dict[str, torch.Tensor]
 def behaviour_clone(policy: Policy, actions: torch.Tensor, config: WarmStartConfig) -> dict[str, float]:
     """Supervised pre-training on one placement ``actions`` [U]: Adam on -log p(actions)/U with
     the gradient clipped to norm 1, until the greedy placement agrees on
-    ``bc_target_accuracy`` of the units or ``bc_steps`` steps are done."""
+    ``bc_target_accuracy`` of the units or ``bc_steps`` steps are done (on the policy's device)."""
+    actions = actions.to(device_of(policy))
     target = actions.unsqueeze(0)
     extras = extras_for(policy, target)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.bc_lr)
@@ -90,7 +92,8 @@ def behaviour_clone(policy: Policy, actions: torch.Tensor, config: WarmStartConf
 
 def agreement(policy: Policy, actions: torch.Tensor) -> float:
     """Share of units on which the policy's greedy placement equals ``actions``."""
-    return float((policy.greedy() == actions).float().mean())
+    greedy = policy.greedy()
+    return float((greedy == actions.to(greedy.device)).float().mean())
 
 
 def seed_with_first_sample(problem, algorithm: Algorithm, placement: Placement):

@@ -120,14 +120,16 @@ def reference_cell(graph: OpGraph, cluster: Cluster) -> dict:
             "lower_bound": lower_bound(graph, cluster)}
 
 
-def target_cell(setup: Setup, cluster: Cluster, graph: OpGraph, seed: int, work: Path) -> dict:
+def target_cell(setup: Setup, cluster: Cluster, graph: OpGraph, heuristic: tuple, seed: int, work: Path) -> dict:
+    """Zero-shot and fine-tuned placements of the family's policy, and the local search from
+    ``heuristic`` (``search.best_of``: the best heuristic) with the fine-tuning's budget."""
     checkpoint = work / f"family_s{seed}" / CHECKPOINT
     zero = simulate(graph, cluster, PolicyPlacer("mars", checkpoint).place(graph, cluster))
     config = train_config(setup, seed, setup.finetune, init_checkpoint=str(checkpoint))
     config.policy["pretrain"] = False   # the encoder comes from the checkpoint
     start = time.perf_counter()
     tuned, evaluations = best_sampled(graph, cluster, config, work / f"finetune_{graph.name}_s{seed}", setup.finetune)
-    name, placement, overflow, step = best_of(graph, cluster, HEURISTICS)
+    name, placement, overflow, step = heuristic
     search = LocalSearch(evaluations=setup.search, seed=seed, progress=False).search(
         graph, cluster, placement, name, (overflow, step), spent=1)
     return {"zero_shot": zero.step_time, "zero_shot_oom": zero.oom,
@@ -171,9 +173,16 @@ def run(setup: Setup, out: Path, work: Path, max_minutes: float | None, stem: st
     unseen = {n: graph_of(n, k) for n, k in setup.unseen.items()}
     jobs: list[tuple[str, Callable[[], dict]]] = [(f"reference/{n}", lambda g=g: reference_cell(g, cluster))
                                                   for n, g in unseen.items()]
+    starts: dict[str, tuple] = {}   # the best heuristic per unseen graph, found once for all seeds
+
+    def start_of(name: str) -> tuple:
+        if name not in starts:
+            starts[name] = best_of(unseen[name], cluster, HEURISTICS)
+        return starts[name]
+
     for seed in setup.seeds:
         jobs.append((f"family/s{seed}", lambda s=seed: family_cell(setup, cluster, s, work)))
-        jobs += [(f"target/{n}/s{seed}", lambda g=g, s=seed: target_cell(setup, cluster, g, s, work))
+        jobs += [(f"target/{n}/s{seed}", lambda n=n, g=g, s=seed: target_cell(setup, cluster, g, start_of(n), s, work))
                  for n, g in unseen.items()]
     jobs += [(f"direct/{n}/s{seed}", lambda g=g, s=seed: direct_cell(setup, cluster, g, s, work))
              for seed in setup.seeds for n, g in unseen.items()]

@@ -12,6 +12,7 @@ run, and the median ratio after / before.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import statistics
 import sys
@@ -31,6 +32,15 @@ from experiments.before import load_module_at
 BEFORE = "fa7e62f"  # main before the fused teacher-forced decoder
 
 
+def load_policy_module(commit: str, work: Path):
+    """agents/policies/mars.py as it was at ``commit``, as a module."""
+    module = load_module_at(commit, "agents/policies/mars.py", work)
+    if "device" not in inspect.signature(module.build).parameters:
+        built = module.build  # older than make_policy's device argument: a CPU policy
+        module.build = lambda env, device, **options: built(env, **options).to(device)
+    return module
+
+
 def rate(module, graph, cluster, placements: int, out_dir: Path) -> float:
     """Training placements per second with ``module`` as the Mars policy module."""
     sys.modules["rlplace.agents.policies.mars"] = module
@@ -38,7 +48,7 @@ def rate(module, graph, cluster, placements: int, out_dir: Path) -> float:
     try:
         summary = train(graph, cluster, SimBackend(),
                         TrainConfig(agent="mars", algorithm="ppo", samples=10, policy={"pretrain": False},
-                                    budget_placements=placements, progress=False, plots=False), out_dir)
+                                    device="cpu", budget_placements=placements, progress=False, plots=False), out_dir)
     finally:
         sys.modules["rlplace.agents.policies.mars"] = mars_today
         PPO.differentiates_samples = False
@@ -57,7 +67,7 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
     graph, cluster = layered(2000, seed=0), load_preset("baechi_2080")
-    before = load_module_at(args.before, "agents/policies/mars.py", out_dir)
+    before = load_policy_module(args.before, out_dir)
     runs: dict[str, list[float]] = {"before": [], "after": []}
     for r in range(args.rounds):
         for label, module in (("before", before), ("after", mars_today)):

@@ -32,6 +32,14 @@ Cells not run are in the table as "not run (time)".
         [--results experiments/results] [--work outputs/equal_evaluations] [--markdown]
 
 Writes ``equal_evaluations.{json,md,png}`` to ``--results``; the runs go to ``--work``.
+
+Runs can be spread over processes or machines (``--extra torch_device=cuda`` trains on a GPU): each
+process runs a part (``--graphs``, ``--agents``, ``--starts``, ``--seeds``) into its own
+``--results`` (and a ``--work`` holding the zoo graph files, which need TensorFlow to build), and
+
+    python experiments/equal_evaluations.py --results experiments/results --merge DIR1 DIR2 ...
+
+merges their cells into ``--results``' json and redraws the table (``merge``).
 """
 
 from __future__ import annotations
@@ -174,6 +182,7 @@ def run_seed(key: str, graph_overrides_: list[str], agent: str, start: str, seed
     learned = LearnedRun.from_run_dir(run_dir, graph, cluster, f"{agent} {start}", budget, r["seconds"])
     search = search_at(graph, cluster, learned, "equal evaluations", seed=seed).search
     record.update({"evaluated": r["evaluated"], "seconds": r["seconds"], "overrides": overrides,
+                   "torch_device": r.get("torch_device"),
                    "first_step_time": r["step_times"][0] if r["valid"][0] else math.inf,
                    "warm_start_placer": r.get("warm_start_placer"), "warm_start_step_time": r.get("warm_start_step_time"),
                    "curve": change_points(curve)})
@@ -216,6 +225,27 @@ def run_plan(plan: Plan, json_path: Path, work: Path) -> dict[str, Any]:
         seeds = summary["cells"].setdefault(cell_key(key, agent, start), {})
         seeds[str(seed)] = run_seed(key, resolved[key], agent, start, seed, budget, plan, work, seeds.get(str(seed), {}))
         save(summary, json_path)
+    return summary
+
+
+def merge(summary: dict[str, Any], other: dict[str, Any], source: str = "the other json") -> dict[str, Any]:
+    """``other``'s graphs and cells added to ``summary`` (in place). A graph recorded in both must
+    be the same (its ``overrides`` aside: they name local paths); a seed recorded in both keeps
+    the record with more evaluated placements, plus any budget only the other has."""
+    for key, graph in other["graphs"].items():
+        mine = summary["graphs"].setdefault(key, graph)
+        differ = sorted(k for k in set(mine) | set(graph) if k != "overrides" and mine.get(k) != graph.get(k))
+        if differ:
+            raise ValueError(f"{source}: graph {key!r} differs in {', '.join(differ)}: not the same graph")
+    for cell, seeds in other["cells"].items():
+        merged = summary["cells"].setdefault(cell, {})
+        for seed, record in seeds.items():
+            old = merged.get(seed)
+            if old is None:
+                merged[seed] = record
+                continue
+            longer, shorter = (record, old) if record["evaluated"] > old["evaluated"] else (old, record)
+            merged[seed] = {**longer, "budgets": {**shorter["budgets"], **longer["budgets"]}}
     return summary
 
 
@@ -300,10 +330,13 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
             lines.append(f"{head} not run (time) | not run (time) | — | — |")
     rates = {}
     for key, seeds in summary["cells"].items():
-        rates.setdefault(key.split("/")[1], []).extend(r["evaluated"] / r["seconds"] for r in seeds.values())
+        for r in seeds.values():
+            where = (r.get("torch_device") or "cpu").split(" ")[0]
+            rates.setdefault(f"{key.split('/')[1]} on {where}", []).append(r["evaluated"] / r["seconds"])
     if rates:
-        lines += ["", "Training placements per second (median over the runs, nice -n 10 on a shared 2-core machine, "
-                      "1 torch thread): " + ", ".join(f"{a} {statistics.median(v):.2f}" for a, v in rates.items()) + "."]
+        lines += ["", "Training placements per second (median over the runs, 1 torch thread each): "
+                  + ", ".join(f"{a} {statistics.median(v):.2f}" for a, v in rates.items()) + "."]
+    lines += ["", summary["machine"]] if summary.get("machine") else []
     warm = sorted({f"{k.split('/')[0]}: {s['warm_start_placer']}" for k, seeds in summary["cells"].items()
                    for s in seeds.values() if s.get("warm_start_placer")})
     if warm:
@@ -345,7 +378,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--results", default=str(ROOT / "experiments" / "results"))
     parser.add_argument("--work", default="outputs/equal_evaluations")
     parser.add_argument("--markdown", action="store_true", help="only rewrite the markdown and plot from the json")
-    parser.add_argument("--extra", nargs="*", default=["torch_threads=1"], help="more rlplace-train overrides")
+    parser.add_argument("--extra", nargs="*", default=["torch_threads=1"],
+                        help="more rlplace-train overrides (torch_device=cuda: train on a GPU)")
+    parser.add_argument("--merge", nargs="+", metavar="DIR", help="merge DIR/equal_evaluations.json of other "
+                        "processes into --results, then rewrite the markdown and plot")
     args = parser.parse_args(argv)
     plan = Plan(graphs={k: GRAPHS[k] for k in args.graphs.split(",")},
                 agents={k: AGENTS[k] for k in args.agents.split(",")},
@@ -353,7 +389,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                 seeds=[int(s) for s in args.seeds.split(",")], budgets=[int(b) for b in args.budgets.split(",")],
                 extra=args.extra)
     table = Plan(graphs=GRAPHS, agents=AGENTS, seeds=plan.seeds)  # the whole table, cells not run marked
-    report(plan, Path(args.results), Path(args.work), run=not args.markdown, table=table)
+    json_path = Path(args.results) / "equal_evaluations.json"
+    if args.merge:
+        summary = json.loads(json_path.read_text()) if json_path.is_file() else {"graphs": {}, "cells": {}}
+        for directory in args.merge:
+            other = Path(directory) / "equal_evaluations.json"
+            try:
+                merge(summary, json.loads(other.read_text()), str(other))
+            except (OSError, ValueError, KeyError) as exc:
+                print(f"equal_evaluations: error: cannot merge {other}: {exc}", file=sys.stderr)
+                sys.exit(2)
+        save(summary, json_path)
+    report(plan, Path(args.results), Path(args.work), run=not (args.markdown or args.merge), table=table)
 
 
 def report(plan: Plan, results: Path, work: Path, run: bool = True, table: Plan | None = None) -> dict[str, Any]:

@@ -41,6 +41,7 @@ import torch
 
 from rlplace.agents.base import Batch, Policy, Sample
 from rlplace.agents.configs import PPOConfig
+from rlplace.agents.device import device_of
 from rlplace.options import checked
 
 
@@ -75,7 +76,11 @@ class Rollout:
         per_unit = sample.unit_log_probs is not None
         log_probs = sample.unit_log_probs if per_unit else sample.log_probs[:, None]
         return cls(sample.actions.detach(), {k: v.detach() for k, v in sample.extras.items()},
-                   log_probs.detach(), advantages, per_unit)
+                   log_probs.detach(), advantages.to(log_probs.device), per_unit)
+
+    def to(self, device: torch.device) -> Rollout:
+        return Rollout(self.actions.to(device), {k: v.to(device) for k, v in self.extras.items()},
+                       self.log_probs.to(device), self.advantages.to(device), self.per_unit)
 
     def __len__(self) -> int:
         return self.actions.shape[0]
@@ -108,6 +113,7 @@ class PPO:
 
     def __init__(self, policy: Policy, config: PPOConfig = PPOConfig()):
         self.config = config
+        self.device = device_of(policy)
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
         self.baseline = EMABaseline(config.baseline_decay)
         self.buffer: Rollout | None = None
@@ -130,11 +136,12 @@ class PPO:
         policy_loss = torch.max(-advantages * ratio, -advantages * clipped).mean()
         loss = policy_loss - self.config.entropy_coef * entropy.mean()
         with torch.no_grad():
-            stats = {"loss": loss.item(), "policy_loss": policy_loss.item(),
-                     "entropy": entropy.sum(dim=1).mean().item(),  # of a placement, as Sample.entropy
-                     "approx_kl": ((ratio - 1) - log_ratio).mean().item(),
-                     "clip_fraction": ((ratio - 1).abs() > self.config.clip).float().mean().item()}
-        return loss, stats
+            stats = {"loss": loss, "policy_loss": policy_loss,
+                     "entropy": entropy.sum(dim=1).mean(),  # of a placement, as Sample.entropy
+                     "approx_kl": ((ratio - 1) - log_ratio).mean(),
+                     "clip_fraction": ((ratio - 1).abs() > self.config.clip).float().mean()}
+            values = torch.stack(list(stats.values())).tolist()  # one copy to the host, not five
+        return loss, dict(zip(stats, values))
 
     def update(self, policy: Policy, batch: Batch) -> dict[str, float]:
         cfg = self.config
@@ -150,7 +157,7 @@ class PPO:
         steps = 0
         for _ in range(cfg.epochs):
             order = torch.randperm(len(rollout), generator=self.generator)
-            for index in order.tensor_split(min(cfg.num_minibatches, len(rollout))):
+            for index in order.to(self.device).tensor_split(min(cfg.num_minibatches, len(rollout))):
                 loss, stats = self.loss(policy, rollout[index])
                 self.optimizer.zero_grad()
                 loss.backward()
@@ -171,7 +178,7 @@ class PPO:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.baseline.value = state["baseline"]
-        self.buffer = None if state["buffer"] is None else Rollout(**state["buffer"])
+        self.buffer = None if state["buffer"] is None else Rollout(**state["buffer"]).to(self.device)
         self.generator.set_state(state["generator"])
         self.updates = state["updates"]
 

@@ -51,8 +51,10 @@ class Reinforce:
 
         rewards = batch.rewards[keep].to(torch.float32)
         baseline = float(rewards.mean()) if self.baseline is None else self.baseline
-        advantage = rewards - baseline
-        log_probs, entropy = batch.sample.log_probs[keep], batch.sample.entropy[keep]
+        log_probs, entropy = batch.sample.log_probs, batch.sample.entropy
+        keep = keep.to(log_probs.device)  # the environment's tensors are on the CPU, the policy's maybe not
+        advantage = (rewards - baseline).to(log_probs.device)
+        log_probs, entropy = log_probs[keep], entropy[keep]
         loss = -(advantage * log_probs).mean() - c.entropy_coef * entropy.mean()
 
         for group in self.optimizer.param_groups:

@@ -1,6 +1,7 @@
 """Placement policies (``rlplace.agents.base.Policy``), by agent name. A module listed here
-provides ``build(env, **options)``, the policy for one environment; ``make_policy`` imports it
-on first use and seeds the weight initialisation."""
+provides ``build(env, device, **options)``, the policy for one environment on a torch device;
+``make_policy`` imports it on first use and seeds the weight initialisation (made on the CPU, so
+a seed gives the same initial weights on every device)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from rlplace.agents.base import Policy, registered_module
 POLICIES = {"hierarchical": "rlplace.agents.policies.hierarchical", "mars": "rlplace.agents.policies.mars"}
 
 
-def make_policy(name: str, env, seed: int = 0, **options) -> Policy:
+def make_policy(name: str, env, seed: int = 0, device: str | torch.device = "cpu", **options) -> Policy:
     module = registered_module(POLICIES, name, "agent")
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        return module.build(env, **options)
+        return module.build(env, torch.device(device), **options)

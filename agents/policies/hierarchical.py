@@ -29,6 +29,7 @@ from torch import nn
 
 from rlplace.agents.base import Sample
 from rlplace.agents.configs import HierarchicalConfig
+from rlplace.agents.device import multinomial
 from rlplace.agents.policies.seq2seq import AttentionDecoder, BiLSTMEncoder, bounded_noise, categorical_entropy
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
@@ -73,15 +74,15 @@ class HierarchicalPlanner(nn.Module):
         """m = 1 grouping and k placements of its groups (HP §3, Eqs. 4 and 6)."""
         noise = self.config.noise_amplitude if int(self.samples_drawn) < self.config.noise_steps else 0.0
         self.samples_drawn += 1
-        group_log_p, group_entropy = torch.zeros(()), torch.zeros(())
+        group_log_p = group_entropy = torch.zeros((), device=self.unit_type.device)
         if self.config.grouping == "none":
             logits = self._unit_logits(noise, generator)
             log_p = torch.log_softmax(logits, dim=1)  # [U, D]
-            actions = torch.multinomial(log_p.exp(), k, replacement=True, generator=generator).T  # [k, U]
+            actions = multinomial(log_p.exp(), k, generator, replacement=True).T  # [k, U]
             return Sample(actions, log_p.gather(1, actions.T).sum(0), categorical_entropy(log_p).sum().expand(k))
         if self.config.grouping == "learned":
             log_p = torch.log_softmax(self._unit_logits(noise, generator), dim=1)  # [U, G]
-            grouping = torch.multinomial(log_p.exp(), 1, generator=generator).squeeze(1)
+            grouping = multinomial(log_p.exp(), 1, generator).squeeze(1)
             group_log_p = log_p.gather(1, grouping.unsqueeze(1)).sum()
             group_entropy = categorical_entropy(log_p).sum()
         else:
@@ -104,7 +105,7 @@ class HierarchicalPlanner(nn.Module):
         if "grouping" not in extras:
             extras = self.extras_for(actions)
         grouping, group_devices = extras["grouping"], extras["group_devices"]
-        group_log_p = group_entropy = torch.zeros(grouping.shape[0])
+        group_log_p = group_entropy = torch.zeros(grouping.shape[0], device=grouping.device)
         if self.config.grouping == "learned":
             log_p = torch.log_softmax(self._unit_logits(0.0, None), dim=1)
             group_log_p = log_p.T.gather(0, grouping).sum(1)
@@ -139,13 +140,13 @@ class HierarchicalPlanner(nn.Module):
             if G < D:
                 raise ConfigError(f"cannot reproduce a placement on {D} devices with {G} groups")
             logits = self._unit_logits(0.0, None)  # [U, G]
-            owner = torch.arange(G) % D
+            owner = torch.arange(G, device=actions.device) % D
             grouping = logits.unsqueeze(0).masked_fill(owner != actions.unsqueeze(2), float("-inf")).argmax(2)
             group_devices = owner.expand(actions.shape[0], -1)
         else:
             grouping = self.fixed_grouping.expand(actions.shape[0], -1)
-            votes = torch.zeros(actions.shape[0], G * D)
-            votes.scatter_add_(1, grouping * D + actions, torch.ones(actions.shape, dtype=votes.dtype))
+            votes = torch.zeros(actions.shape[0], G * D, device=actions.device)
+            votes.scatter_add_(1, grouping * D + actions, torch.ones_like(actions, dtype=votes.dtype))
             group_devices = votes.view(-1, G, D).argmax(2)
         return {"grouping": grouping.contiguous(), "group_devices": group_devices.contiguous()}
 
@@ -159,19 +160,20 @@ class HierarchicalPlanner(nn.Module):
 
     def _unit_logits(self, noise: float, generator: torch.Generator | None) -> torch.Tensor:
         logits = self.config.tanh_constant * torch.tanh(self.grouper(self.unit_embeddings()) / self.config.temperature)
-        return logits + bounded_noise(logits.shape, noise, generator) if noise > 0 else logits
+        return logits + bounded_noise(logits.shape, noise, generator, logits.device) if noise > 0 else logits
 
     def group_embeddings(self, grouping: torch.Tensor) -> torch.Tensor:
         """[B, G, types + shapes + G] for groupings [B, U] (§2, "To generate input for the
         Placer"); each row over its largest entry + 1."""
-        B, G = grouping.shape[0], self.config.num_groups
-        rows = (grouping + G * torch.arange(B).unsqueeze(1)).reshape(-1)  # group index in the batch
-        counts = torch.zeros(B * G, self.unit_type_counts.shape[1]).index_add_(
+        B, G, device = grouping.shape[0], self.config.num_groups, grouping.device
+        rows = (grouping + G * torch.arange(B, device=device).unsqueeze(1)).reshape(-1)  # group index in the batch
+        counts = torch.zeros(B * G, self.unit_type_counts.shape[1], device=device).index_add_(
             0, rows, self.unit_type_counts.repeat(B, 1))
-        shapes = torch.zeros(B * G, self.unit_shapes.shape[1]).index_add_(0, rows, self.unit_shapes.repeat(B, 1))
+        shapes = torch.zeros(B * G, self.unit_shapes.shape[1], device=device).index_add_(
+            0, rows, self.unit_shapes.repeat(B, 1))
         src, dst = grouping[:, self.unit_edges[0]], grouping[:, self.unit_edges[1]]  # [B, E]
-        adjacency = torch.zeros(B, G, G)
-        batch = torch.arange(B).unsqueeze(1).expand_as(src)
+        adjacency = torch.zeros(B, G, G, device=device)
+        batch = torch.arange(B, device=device).unsqueeze(1).expand_as(src)
         adjacency[batch[src != dst], src[src != dst], dst[src != dst]] = 1.0
         embedding = torch.cat([counts.view(B, G, -1), shapes.view(B, G, -1), adjacency], dim=2)
         return embedding / (embedding.amax(dim=2, keepdim=True) + 1.0)
@@ -252,8 +254,8 @@ def _adjacency_vectors(edges: np.ndarray, U: int, k: int) -> np.ndarray:
     return vectors
 
 
-def build(env, **options) -> HierarchicalPlanner:
-    """The policy for a PlacementEnv (``env.unwrapped`` is used), options from the config."""
+def build(env, device: torch.device, **options) -> HierarchicalPlanner:
+    """The policy for a PlacementEnv (``env.unwrapped`` is used) on ``device``, options from the config."""
     config = HierarchicalConfig(**checked(HierarchicalConfig, options, "agent.policy"))
     problem = env.unwrapped
-    return HierarchicalPlanner(problem.units, problem.num_devices, config)
+    return HierarchicalPlanner(problem.units, problem.num_devices, config).to(device)

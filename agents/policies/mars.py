@@ -44,6 +44,7 @@ from torch_geometric.nn import GCNConv, SAGEConv
 from rlplace.agents.base import Sample
 from rlplace.agents.policies.input_feeding import TeacherForced, step
 from rlplace.agents.configs import DGIConfig, MarsConfig
+from rlplace.agents.device import uniform
 from rlplace.agents.pretrain import PretrainResult, pretrain_encoder
 from rlplace.options import checked
 
@@ -110,7 +111,7 @@ class SegmentSeq2SeqPlacer(nn.Module):
         # context·W_c = attention·(memory W_c): the context enters the gates through this [S, L, 4H]
         weights = (state_weight, keys, memory @ context_weight.T, ~valid[:, None, :])
         unit_gates = self.unit_gates(memory).transpose(0, 1)[:, :, None]   # [L, S, 1, 4H], shared by the k samples
-        start = torch.full((S, k, 1), self.num_devices, dtype=torch.long)
+        start = torch.full((S, k, 1), self.num_devices, dtype=torch.long, device=memory.device)
         if actions is None:
             with torch.no_grad():
                 actions, logits = self._roll_out(unit_gates, init, weights, start[..., 0], noise)
@@ -138,7 +139,8 @@ class SegmentSeq2SeqPlacer(nn.Module):
         memories, finals = self.encode(h)
         S = len(memories)
         memory = nn.utils.rnn.pad_sequence(memories, batch_first=True)
-        valid = torch.arange(L)[None, :] < torch.tensor([len(m) for m in memories])[:, None]
+        valid = (torch.arange(L, device=h.device)[None, :]
+                 < torch.tensor([len(m) for m in memories], device=h.device)[:, None])
         init = tuple(torch.stack(parts) for parts in zip(*finals))
 
         def to_segments(x: torch.Tensor) -> torch.Tensor:   # [k, U, ...] -> [S, k, L, ...]
@@ -167,14 +169,14 @@ class TransformerPlacer(nn.Module):
 
     def attention_mask(self, num_units: int) -> torch.Tensor:
         """[U, U], True where attention is forbidden: outside a unit's own and previous segment."""
-        segment = torch.arange(num_units) // self.segment_size
+        segment = torch.arange(num_units, device=self.out.weight.device) // self.segment_size
         gap = segment[:, None] - segment[None, :]
         return (gap < 0) | (gap > 1)
 
     def forward(self, h: torch.Tensor, k: int, actions: torch.Tensor | None = None,
                 noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         U = h.shape[0]
-        x = self.project(h) + _sinusoid(U, self.project.out_features)
+        x = self.project(h) + _sinusoid(U, self.project.out_features).to(h.device)
         logits = self.out(self.transformer(x[None], mask=self.attention_mask(U))[0]).expand(k, U, -1)
         chosen = actions if actions is not None else torch.argmax(logits.detach() + noise, dim=-1)
         return chosen, logits
@@ -201,9 +203,10 @@ class MarsPolicy(nn.Module):
         self.pretraining: PretrainResult | None = None
 
     @classmethod
-    def from_env(cls, env, config: MarsConfig = MarsConfig()) -> MarsPolicy:
-        """The policy for a PlacementEnv (or a wrapper of one), its encoder pre-trained with DGI
-        on the env's graph when ``config.pretrain``."""
+    def from_env(cls, env, config: MarsConfig = MarsConfig(), device: torch.device = torch.device("cpu")) -> MarsPolicy:
+        """The policy for a PlacementEnv (or a wrapper of one) on ``device`` (initialised on the
+        CPU, then moved with the graph's features), its encoder pre-trained with DGI on the env's
+        graph when ``config.pretrain``."""
         from rlplace.envs import observation_to_data
 
         base = env.unwrapped
@@ -213,7 +216,7 @@ class MarsPolicy(nn.Module):
             observation = {**observation, "op_type": hashed}
         num_types = config.type_buckets or int(np.max(observation["op_type"], initial=0)) + 1
         data = observation_to_data(observation, num_types)
-        policy = cls(data.x, data.edge_index, base.num_devices, config)
+        policy = cls(data.x, data.edge_index, base.num_devices, config).to(device)
         if config.pretrain:
             policy.pretraining = pretrain_encoder(policy.encoder, policy.x, policy.edge_index,
                                                   config.encoder_hidden, config.dgi)
@@ -233,8 +236,8 @@ class MarsPolicy(nn.Module):
         return chosen, log_p.gather(-1, chosen[..., None])[..., 0], -(log_p.exp() * log_p).sum(dim=-1)
 
     def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
-        uniform = torch.rand(k, self.num_units, self.num_devices, generator=generator).clamp_min(1e-20)
-        actions, log_probs, entropy = self._decide(k, noise=-torch.log(-torch.log(uniform)))
+        u = uniform((k, self.num_units, self.num_devices), generator, self.x.device).clamp_min(1e-20)
+        actions, log_probs, entropy = self._decide(k, noise=-torch.log(-torch.log(u)))
         return Sample(actions, log_probs.sum(dim=1), entropy.sum(dim=1), unit_log_probs=log_probs)
 
     def log_prob(self, actions: torch.Tensor, extras: dict[str, torch.Tensor] | None = None,
@@ -244,7 +247,7 @@ class MarsPolicy(nn.Module):
 
     @torch.no_grad()
     def greedy(self) -> torch.Tensor:
-        return self._decide(1, noise=torch.zeros(1, self.num_units, self.num_devices))[0][0]
+        return self._decide(1, noise=torch.zeros(1, self.num_units, self.num_devices, device=self.x.device))[0][0]
 
 
 def hashed_op_types(graph, ops: np.ndarray, buckets: int) -> np.ndarray:
@@ -263,9 +266,9 @@ def _sinusoid(length: int, dim: int) -> torch.Tensor:
     return table
 
 
-def build(env, **options) -> MarsPolicy:
-    """The policy for a PlacementEnv, from the ``agent.policy`` config (``dgi`` a nested dict).
-    Weights are initialised from the seed ``make_policy`` gave torch (the run's seed)."""
+def build(env, device: torch.device, **options) -> MarsPolicy:
+    """The policy for a PlacementEnv on ``device``, from the ``agent.policy`` config (``dgi`` a
+    nested dict). Weights are initialised from the seed ``make_policy`` gave torch (the run's seed)."""
     options = checked(MarsConfig, {"seed": torch.initial_seed(), **options}, "agent.policy")
     config = MarsConfig(**{**options, "dgi": DGIConfig(**options.get("dgi", {}))})
-    return MarsPolicy.from_env(env, config)
+    return MarsPolicy.from_env(env, config, device)

@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from rlplace.agents.device import normal, uniform
+
 State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [B, hidden]
 
 
@@ -96,7 +98,7 @@ class AttentionDecoder(nn.Module):
         if actions is None:
             S = steps if steps is not None else M
             if noise > 0 and not greedy:
-                logit_noise = bounded_noise((B, S, self.num_actions), noise, generator)
+                logit_noise = bounded_noise((B, S, self.num_actions), noise, generator, memory.device)
             actions = self._roll_out(keys, state, S, memory_mask, action_mask, logit_noise, greedy, generator)
         log_p, final = self.teacher_forced(keys, state, actions, memory_mask, action_mask, logit_noise)
         return Decoded(actions, log_p.gather(2, actions.unsqueeze(2)).squeeze(2), categorical_entropy(log_p), final)
@@ -124,7 +126,7 @@ class AttentionDecoder(nn.Module):
         gates_in = torch.addmv(bias, lstm.weight_ih_l0, self.go).expand(B, -1)
         w_out_h, w_out_c = self.out.weight[:, :H].T, self.out.weight[:, H:].T
         gumbel = None if greedy else -torch.log(-torch.log(
-            torch.rand(B, steps, A, generator=generator).clamp_min(1e-20)))
+            uniform((B, steps, A), generator, keys.device).clamp_min(1e-20)))
         (h, c), chosen, buffer = state, [], torch.empty_like(keys)
         for t in range(steps):
             gates = torch.addmm(gates_in, h, lstm.weight_hh_l0.T)
@@ -192,7 +194,7 @@ class AdditiveScores(torch.autograd.Function):
         keys, queries, v = ctx.saved_tensors
         H = keys.shape[2]
         grad_keys, grad_v, grad_queries, start = torch.zeros_like(keys), torch.zeros_like(v), [], 0
-        blocks, one = _Blocks(keys, queries), torch.ones((), dtype=keys.dtype)
+        blocks, one = _Blocks(keys, queries), torch.ones((), dtype=keys.dtype, device=keys.device)
         for q in blocks.chunks:
             t = blocks.tanh(q)                           # [B, s, M, H]
             g = grad[:, start:start + q.shape[1]]        # [B, s, M]
@@ -213,7 +215,7 @@ class _Blocks:
         self.keys = keys
         self.chunks = queries.split(max(1, AdditiveScores.CHUNK // (B * M * H)), dim=1)
         size = B * self.chunks[0].shape[1] * M * H
-        self.storage = (torch.empty(size, dtype=keys.dtype), torch.empty(size, dtype=keys.dtype))
+        self.storage = tuple(torch.empty(size, dtype=keys.dtype, device=keys.device) for _ in range(2))
 
     def view(self, q: torch.Tensor, second: bool = False) -> torch.Tensor:
         B, M, H = self.keys.shape
@@ -236,8 +238,8 @@ def categorical_entropy(log_p: torch.Tensor) -> torch.Tensor:
     return -(p * log_p.masked_fill(p == 0, 0.0)).sum(-1)
 
 
-def bounded_noise(shape, amplitude: float, generator: torch.Generator | None) -> torch.Tensor:
-    """Normal noise rescaled so that its largest magnitude is ``amplitude`` (HP §3: "sampled
-    from the normal distribution and modulated to have a max amplitude of 0.1")."""
-    noise = torch.randn(shape, generator=generator)
+def bounded_noise(shape, amplitude: float, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """Normal noise on ``device`` rescaled so that its largest magnitude is ``amplitude`` (HP §3:
+    "sampled from the normal distribution and modulated to have a max amplitude of 0.1")."""
+    noise = normal(shape, generator, device)
     return amplitude * noise / noise.abs().max().clamp_min(1e-12)

@@ -124,6 +124,7 @@ class TrainApp(Verify):
     init_checkpoint: Optional[str] = _T.init_checkpoint  # fine-tuning: weights from another run's checkpoint.pt
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     torch_threads: Optional[int] = allowed(None, Allowed(int, low=1, null="all cores"))  # 1 per job in parallel sweeps
+    torch_device: str = _T.torch_device  # auto (a GPU if torch sees one, else the CPU), cpu, cuda or cuda:N
     progress: bool = allowed(_T.progress, FLAG)
     plots: bool = allowed(_T.plots, FLAG)
 

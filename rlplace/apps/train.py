@@ -56,8 +56,8 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         samples=agent.samples, env={**OmegaConf.to_container(cfg.env), "oom_penalty": agent.oom_penalty},
         budget_placements=cfg.budget.placements, budget_seconds=cfg.budget.seconds,
         checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, stop_after_updates=cfg.stop_after_updates,
-        init_checkpoint=cfg.init_checkpoint, warm_start=warm_start, seed=cfg.seed, progress=cfg.progress,
-        plots=cfg.plots)
+        init_checkpoint=cfg.init_checkpoint, warm_start=warm_start, seed=cfg.seed, torch_device=cfg.torch_device,
+        progress=cfg.progress, plots=cfg.plots)
     log.info(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
              f"({cluster.num_devices} devices); output in {out_dir}")
     logger_options = _logger_options(cfg)
@@ -77,7 +77,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         best = f"{final['step_time'] * 1e3:.3f} ms" if final else "none valid"
         retries = f", {summary['evaluation_retries']} re-run on another worker" if "evaluation_retries" in summary else ""
         log.info(f"best step time {best} after {summary['evaluated']} placements "
-                 f"({summary['placements_per_second']:.1f}/s{retries}); results in {out_dir}")
+                 f"({summary['placements_per_second']:.1f}/s on {summary['torch_device']}{retries}); results in {out_dir}")
     return summary
 
 

@@ -1,0 +1,71 @@
+"""experiments/equal_evaluations.py --merge: the cells of runs done in separate processes (or on
+another machine) merged into one json and table."""
+
+import json
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+
+from experiments import equal_evaluations as E  # noqa: E402
+
+GRAPH = {"graph": "layered_2000", "ops": 2000, "overrides": ["graph=layered"], "zoo": None,
+         "heuristics": {"single": {"step_time": 0.2, "oom": False}, "m_etf": {"step_time": 0.1, "oom": False}},
+         "best_heuristic": "m_etf", "single_oom": False, "best_vs_single": 0.5, "placement_matters": True,
+         "lower_bound": 0.05}
+
+
+def seed_record(budgets: dict[int, float], evaluated: int) -> dict:
+    return {"evaluated": evaluated, "seconds": evaluated / 10, "warm_start_placer": "m_etf",
+            "curve": [[1, 0.1], [evaluated, min(budgets.values())]],
+            "budgets": {str(b): {"learned": t, "search": 0.099, "search_curve": [[1, 0.1], [b, 0.099]]}
+                        for b, t in budgets.items()}}
+
+
+def summary(cells: dict, graph=GRAPH, where="/here") -> dict:
+    return {"graphs": {"layered": {**graph, "overrides": [f"graph.path={where}/x"]}}, "cells": cells}
+
+
+def test_merge_adds_new_seeds_and_keeps_the_longer_run_and_every_budget():
+    main = summary({"layered/mars/warm": {"0": seed_record({500: 0.098}, 500),
+                                          "1": seed_record({500: 0.097, 2000: 0.095}, 2000)}})
+    other = summary({"layered/mars/warm": {"0": seed_record({500: 0.0981, 2000: 0.096}, 2000),
+                                           "1": seed_record({500: 0.090, 1000: 0.089}, 1000),
+                                           "2": seed_record({500: 0.093}, 500)},
+                     "layered/hp/cold": {"0": seed_record({500: 0.12}, 500)}}, where="/gpu")
+    merged = E.merge(main, other)["cells"]
+    warm = merged["layered/mars/warm"]
+    assert sorted(warm) == ["0", "1", "2"] and merged["layered/hp/cold"]["0"]["evaluated"] == 500
+    assert warm["0"]["evaluated"] == 2000 and warm["0"]["budgets"]["500"]["learned"] == 0.0981  # the longer run's
+    assert warm["1"]["evaluated"] == 2000 and warm["1"]["budgets"]["2000"]["learned"] == 0.095
+    assert warm["1"]["budgets"]["500"]["learned"] == 0.097 and warm["1"]["budgets"]["1000"]["learned"] == 0.089
+    assert warm["2"]["evaluated"] == 500
+
+
+def test_merge_refuses_another_graph_under_the_same_key():
+    other = summary({}, graph={**GRAPH, "ops": 1999})
+    with pytest.raises(ValueError, match="graph 'layered' differs in ops"):
+        E.merge(summary({}), other)
+
+
+def test_merge_from_the_command_line_rewrites_the_table(tmp_path, capsys):
+    parts = {"a": {"0": seed_record({500: 0.098}, 500)}, "b": {"1": seed_record({500: 0.096}, 500)}}
+    for name, seeds in parts.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "equal_evaluations.json").write_text(json.dumps(summary({"layered/mars/warm": seeds})))
+    out = tmp_path / "out"
+    E.main(["--results", str(out), "--seeds", "0,1", "--merge", str(tmp_path / "a"), str(tmp_path / "b")])
+    merged = json.loads((out / "equal_evaluations.json").read_text())
+    assert sorted(merged["cells"]["layered/mars/warm"]) == ["0", "1"]
+    rows = [line for line in (out / "equal_evaluations.md").read_text().splitlines()
+            if line.startswith("| layered | mars | warm | 500 |")]
+    assert rows == ["| layered | mars | warm | 500 | 97.00 [96.00–98.00] | 99.00 [99.00–99.00] | +2.0% | not met |"]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "equal_evaluations.json").write_text(json.dumps(summary({}, graph={**GRAPH, "ops": 3})))
+    with pytest.raises(SystemExit) as exit_:
+        E.main(["--results", str(out), "--merge", str(tmp_path / "c")])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
