@@ -11,14 +11,18 @@ device if it went there now, and ``book_inputs`` books those transfers.
 
 Memory (DESIGN.md): a buffer is live from its allocation up to, not including, its release; one
 allocated and released at the same instant counts at that instant. The simulator changes the
-live bytes as events happen (``alloc``, ``free``, ``free_buffer``) and takes the peak when an instant is over
-(``end_instant``). A placer decides before all releases are known: ``hold_op_memory`` books an
-op's memory when it is placed and each release as soon as it is known, ``release_until``
-applies those due; its predicted peak comes from its finished schedule
+live bytes as events happen (``alloc``, ``free``, ``free_buffer``) and takes the peak when an
+instant is over (``end_instant``). A placer decides before all releases are known:
+``hold_op_memory`` books an op's memory when it is placed and each release as soon as it is
+known, ``release_until`` applies those due; its predicted peak comes from its finished schedule
 (``rlplace.schedule.trace.memory_peaks``), by the same rules as the simulator's.
 
 Idle slots (insertion scheduling, HEFT and Celeritas): ``first_idle_slot`` finds the earliest
 gap of a resource that fits, ``occupy`` books it, ``vacate`` undoes a booking.
+
+The operations are plain ``numba.njit`` functions, which LLVM inlines into their callers after
+numba has pruned its reference counting; numba's own ``inline="always"`` would leave an atomic
+increment and decrement of every array of a part passed in around each inlined call.
 """
 
 from __future__ import annotations
