@@ -207,6 +207,8 @@ def _event_loop(reuse: bool, partial: bool):
         ndev = len(devices.avail)
         ntensor = len(g.tensor_src)
         nedge = len(g.edge_src)
+        # Buffers: a producer's copy of tensor t is buffer t, unless t shares an input's buffer;
+        # the copy received by transfer x is buffer ntensor + x (ops.free_buffer).
         pending = np.empty(n, dtype=np.int64)  # inputs not yet present on the op's device
         buf = np.empty(ntensor if reuse else 0, dtype=np.int64)  # a tensor's buffer on its producer's device
         hold = np.empty(ntensor + nedge, dtype=np.int64)  # readers and transfers keeping a buffer
@@ -232,7 +234,7 @@ def _event_loop(reuse: bool, partial: bool):
             memory.live[:] = 0
             memory.instant[:] = 0
             running[:] = False
-            rsize[:] = 0
+            rsize[:] = 0  # first each device's number of ops, then its ready heap's size
             placed = 0
             for i in range(n):
                 if partial and dev[i] < 0:
