@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from rlplace.cluster import CommModel
 from rlplace.errors import ConfigError, PlacementError
@@ -581,21 +581,38 @@ class GraphOptimizer:
 def backward_ops(graph: OpGraph, updates: bool = False) -> np.ndarray:
     """Which ops belong to the backward pass: those with a ``forward_op``, and those whose data
     inputs all come from the backward pass (gradient sums such as TensorFlow's
-    ``gradients/AddN``, which name no forward op). With ``updates`` also those with any data
-    input from the backward pass: the optimizer's updates (``ResourceApplyRMSProp``), which read
-    the gradient beside the variable and the learning rate. Counted as forward, an update is
-    placed with the forward ops although it runs after the gradients and, colocated with its
-    variable, it decides the device of the variable's co-placement set at time 0 (§3.1)."""
+    ``gradients/AddN``, which name no forward op).
+
+    With ``updates`` the backward pass is everything forward-only placement (§3.3) should not
+    place by itself, because it runs after the gradients or only feeds them:
+
+    * ops with any data input from the backward pass, or only control inputs and one from it:
+      the optimizer's updates (``ResourceApplyRMSProp``), which read the gradient beside the
+      variable and the learning rate, and what runs after them (the train op, the step counter's
+      increment). Counted as forward, an update is placed with the forward ops although it runs
+      after the gradients and, colocated with its variable, it decides the device of the
+      variable's co-placement set at time 0 (§3.1);
+    * ops none of whose readers is forward and that no backward op names as its forward op:
+      the learning-rate schedule, which only the updates read, and the gradients' seed
+      (``gradients/grad_ys_0``). Left in the forward part they would be placed with no reader
+      in sight, wherever a device is idle at time 0, and their tensors sent across from there."""
     backward = graph.forward_op >= 0
     if not backward.any():
         return backward
     data = graph.edge_src_output >= 0
     for i in np.flatnonzero(~backward):  # op indices are topological: inputs are decided first
         inputs = graph.in_edges[graph.in_ptr[i]:graph.in_ptr[i + 1]]
-        inputs = inputs[data[inputs]]
-        if len(inputs):
-            from_backward = backward[graph.edge_src[inputs]]
+        from_backward = backward[graph.edge_src[inputs[data[inputs]]]]
+        if len(from_backward):
             backward[i] = bool(from_backward.any() if updates else from_backward.all())
+        elif updates:
+            backward[i] = bool(backward[graph.edge_src[inputs]].any())
+    if updates:
+        named = np.zeros(graph.num_ops, dtype=bool)
+        named[graph.forward_op[graph.forward_op >= 0]] = True
+        for i in np.flatnonzero(~backward & ~named)[::-1]:  # readers are decided first
+            readers = graph.edge_dst[graph.out_ptr[i]:graph.out_ptr[i + 1]]
+            backward[i] = len(readers) > 0 and bool(backward[readers].all())
     return backward
 
 
@@ -622,16 +639,30 @@ def forward_part(graph: OpGraph, updates: bool = False) -> tuple[OpGraph, np.nda
 
 def follow_forward(graph: OpGraph, forward_ops: np.ndarray, forward_devices: np.ndarray) -> np.ndarray:
     """One device per op of ``graph`` from the devices of its forward ops: every backward op
-    follows its forward op (Baechi §3.2), a gradient sum with no forward op follows its first
-    input, then each colocation group follows its first forward member (or its first member),
-    so no group is split."""
+    follows its forward op (Baechi §3.2); an op after the gradients with no forward op (a
+    gradient sum, an optimizer update, the train op) follows its first data input, or its first
+    input where it has only control inputs; an op before them that only feeds them (the
+    learning-rate schedule, ``backward_ops`` with ``updates``) follows its first reader. Then
+    each colocation group follows its first forward member (or its first member), so no group
+    is split."""
     device = np.full(graph.num_ops, -1, dtype=np.int64)
     device[forward_ops] = forward_devices
+    n = graph.num_ops
     data = graph.edge_src_output >= 0
-    first_input = np.full(graph.num_ops, graph.num_ops, dtype=np.int64)
-    np.minimum.at(first_input, graph.edge_dst[data], graph.edge_src[data])
-    first_input[first_input == graph.num_ops] = -1
-    leader = np.where(graph.forward_op >= 0, graph.forward_op, first_input)
+    first_data_input, first_input, first_reader = np.full((3, n), n, dtype=np.int64)
+    np.minimum.at(first_data_input, graph.edge_dst[data], graph.edge_src[data])
+    np.minimum.at(first_input, graph.edge_dst, graph.edge_src)
+    np.minimum.at(first_reader, graph.edge_src, graph.edge_dst)
+    first_input = np.where(first_data_input < n, first_data_input, first_input)
+    after = np.zeros(n, dtype=bool)  # the gradients and every op they reach
+    gradients = np.flatnonzero(graph.forward_op >= 0)
+    if len(gradients):
+        reach = sp.csr_matrix((np.ones(graph.num_edges + len(gradients)),
+                               (np.concatenate([graph.edge_src, np.full(len(gradients), n)]),
+                                np.concatenate([graph.edge_dst, gradients]))), shape=(n + 1, n + 1))
+        after[breadth_first_order(reach, n, return_predecessors=False)[1:]] = True
+    leader = np.where(graph.forward_op >= 0, graph.forward_op, np.where(after, first_input, first_reader))
+    leader[leader == n] = -1
     todo = np.flatnonzero(device < 0)
     while len(todo):  # chains (backward ops of backward ops, sums of sums) resolve pass by pass
         device[todo] = np.where(leader[todo] >= 0, device[leader[todo]], -1)
