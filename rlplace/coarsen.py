@@ -339,6 +339,25 @@ def _coplacement_saves(graph: OpGraph, op: np.ndarray, reader: np.ndarray, use: 
 FUSION_RULES = ("lossless", "degree")
 
 
+def deferred_sets(graph: OpGraph, set_of: np.ndarray) -> np.ndarray:
+    """Per set (``set_of``: one label 0..k-1 per op): whether its sources should wait until a
+    member that has an input from outside decides the set's device (§3.1 places a set where its
+    first op goes; a source is ready at time 0, before anything the set reads exists). True
+    where the set has an input from outside and no path leaves the set and comes back to it: on
+    such a path the entering member may itself wait for the sources (a variable's update, which
+    reads the gradient of the variable's read), and the set is placed by its sources as §3.1
+    says."""
+    k = int(set_of.max(initial=-1)) + 1
+    src, dst = set_of[graph.edge_src], set_of[graph.edge_dst]
+    cross = src != dst
+    entered = np.zeros(k, dtype=bool)
+    entered[dst[cross]] = True
+    adj = sp.coo_matrix((np.ones(int(cross.sum()), dtype=np.int8), (src[cross], dst[cross])), shape=(k, k))
+    count, component = connected_components(adj, directed=True, connection="strong")
+    on_cycle = np.bincount(component, minlength=count)[component] > 1
+    return entered & ~on_cycle
+
+
 def group_working_bytes(graph: OpGraph, group_of: np.ndarray, k: int | None = None) -> np.ndarray:
     """Per group: the most bytes its ops hold at once besides the outputs that leave the group,
     when they run back to back on one device in index (topological) order, counted as the
@@ -406,8 +425,8 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
       and no other group of its set is a source: the set is then placed when the reader is
       ready, not at time 0 before anything is known (Baechi Fig. 6). Only this one delays
       anything: the source's own compute, which for a training step's sources (variables,
-      constants, inputs) is next to none. With ``defer_sources`` every source of a set that has
-      an input from outside the set joins a successor in its set (one that no other path from
+      constants, inputs) is next to none. With ``defer_sources`` every source of a set whose
+      placement waits for a member (``deferred_sets``) joins a successor in its set (one that no other path from
       the source reaches, so no cycle), until the set has no source left: a set of many sources
       (a variable, its slots, the batch-norm constants of a co-placement set) is then placed when
       a member that waits for that input is ready, not by one of its sources at time 0.
@@ -481,13 +500,12 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
     _, set_of = np.unique(np.asarray(coplace), return_inverse=True)
     set_of = set_of.reshape(-1)
     sources = np.bincount(set_of[np.diff(graph.in_ptr) == 0], minlength=int(set_of.max(initial=-1)) + 1)
-    entered = np.zeros(len(sources), dtype=bool)  # sets with an input from outside
-    entered[set_of[graph.edge_dst[set_of[graph.edge_src] != set_of[graph.edge_dst]]]] = True
+    deferred = deferred_sets(graph, set_of)
     tol = 1e-9 * (float(work.sum()) or 1.0)  # the same times summed in another order
 
     def joins(u: int, u0: int, v: int) -> bool:
         if defer_sources:
-            return entered[set_of[u0]] and not other_path(u, v)
+            return deferred[set_of[u0]] and not other_path(u, v)
         return len(succ[u]) == 1 and len(pred[v]) > 1 and sources[set_of[u0]] == 1
 
     def sources_join() -> bool:

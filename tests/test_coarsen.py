@@ -73,6 +73,24 @@ def test_gradient_sum_without_forward_op_is_backward_and_follows_its_first_input
     assert device[i["g2"]] == device[i["x2"]] == device[i["t"]] != device[i["x1"]]
 
 
+def test_what_only_feeds_the_updates_and_what_runs_after_them_follow():
+    """The learning-rate schedule (lr_src -> lr, read by the update only) and the train op (a
+    control input from the update only) are backward with ``updates`` (``updates_backward``): lr and lr_src follow their
+    first reader (the update, which follows its variable w), train follows the update. x, named
+    as g's forward op, stays forward although g is its only reader."""
+    ops = [op("w"), op("lr_src"), op("lr"), op("x"), op("g", forward_op="x"), op("u"), op("train")]
+    g = OpGraph.from_records(ops, [("lr_src", "lr", 4), ("w", "x", 1), ("x", "g", 1), ("w", "u", 0),
+                                   ("g", "u", 1), ("lr", "u", 4), ("u", "train", 0, CONTROL)])
+    i = g.index
+    assert [g.names[k] for k in np.flatnonzero(backward_ops(g, updates=True))] == ["lr_src", "lr", "g", "u", "train"]
+    assert not backward_ops(g)[[i["lr_src"], i["lr"], i["train"]]].any()
+    sub, keep = forward_part(g, updates=True)
+    assert set(sub.names) == {"w", "x"}
+    device = follow_forward(g, keep, np.array([1 if g.names[k] == "w" else 0 for k in keep]))
+    assert device[[i["lr_src"], i["lr"], i["u"], i["train"]]].tolist() == [1, 1, 1, 1]
+    assert device[i["g"]] == device[i["x"]] == 0
+
+
 def test_fusing_both_colocation_groups_of_linear_regression_would_make_a_cycle_and_is_avoided():
     g = linear_regression()
     for exact in (False, True):
