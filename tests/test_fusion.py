@@ -17,7 +17,8 @@ from conftest import op, training_graph
 from hypothesis import given, strategies as st
 
 from rlplace.cluster import Cluster, CommModel
-from rlplace.coarsen import CoarseGraph, GraphOptimizer, coplacement_labels, forward_part, fuse, group_working_bytes
+from rlplace.coarsen import (CoarseGraph, GraphOptimizer, coplacement_labels, deferred_sets, forward_part, fuse,
+                             group_working_bytes)
 from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
@@ -160,6 +161,23 @@ def test_deferred_sources_join_their_entered_set():
     assert all(len(grp) == 1 for grp in _groups(forward, fuse(forward, coplace)))  # without: no source joins
     q = cg.quotient()
     assert nx.is_directed_acyclic_graph(nx.DiGraph(list(zip(q.edge_src.tolist(), q.edge_dst.tolist()))))
+
+
+def test_deferred_sets_wait_only_for_members_that_do_not_wait_for_the_sources():
+    """Set a {var, read, mm} is entered by x at mm, which waits for var through read (inside
+    the set): deferred when the sources are to join the members they feed (``fuse``), not when
+    they stay ops of their own (a held var would hold mm). Set b {w, u} is entered at u by h,
+    which waits for w: never deferred. Set c has no input from outside: never deferred."""
+    a, b = {"colocation_group": "a"}, {"colocation_group": "b"}
+    g = OpGraph.from_records([op("x"), op("var", **a), op("read", **a), op("mm", **a), op("w", **b), op("h"),
+                              op("u", **b), op("c")],
+                             [("x", "mm", 1), ("var", "read", 1), ("read", "mm", 1), ("w", "h", 1), ("h", "u", 1)])
+    set_of = np.unique(coplacement_labels(g, coplacement=False), return_inverse=True)[1].reshape(-1)
+    i = g.index
+    for joined, expected in ((True, True), (False, False)):
+        deferred = deferred_sets(g, set_of, joined=joined)
+        assert deferred[set_of[i["var"]]] == expected
+        assert not deferred[set_of[i["w"]]] and not deferred[set_of[i["c"]]] and not deferred[set_of[i["x"]]]
 
 
 def test_unknown_rule_is_a_config_error():
