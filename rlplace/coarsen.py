@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from rlplace.cluster import CommModel
 from rlplace.errors import ConfigError, PlacementError
@@ -339,6 +339,72 @@ def _coplacement_saves(graph: OpGraph, op: np.ndarray, reader: np.ndarray, use: 
 FUSION_RULES = ("lossless", "degree")
 
 
+def deferred_sets(graph: OpGraph, set_of: np.ndarray, joined: bool = False) -> np.ndarray:
+    """Per set (``set_of``: one label 0..k-1 per op): whether its sources should wait until a
+    member that has an input from outside decides the set's device (§3.1 places a set where its
+    first op goes; a source is ready at time 0, before anything the set reads exists). True
+    where some such member does not wait for the set's sources. Where every one does (a
+    variable's set {variable, read, slot, update} in a whole training step is entered by the
+    update, which waits for the gradient of the variable's read), holding the sources would hold
+    the set until nothing else is ready, so its sources place it, as §3.1 says. ``joined``
+    (``fuse``): the sources are to join the members they feed, so only waiting through ops
+    outside the set counts."""
+    k = int(set_of.max(initial=-1)) + 1
+    cross = set_of[graph.edge_src] != set_of[graph.edge_dst]
+    members = np.unique(graph.edge_dst[cross])  # with an input from outside
+    members = members[np.argsort(set_of[members], kind="stable")]
+    member_ptr = np.searchsorted(set_of[members], np.arange(k + 1))
+    sources = np.flatnonzero(np.diff(graph.in_ptr) == 0)
+    sources = sources[np.argsort(set_of[sources], kind="stable")]
+    source_ptr = np.searchsorted(set_of[sources], np.arange(k + 1))
+    return _deferred_sets(graph.out_ptr, graph.edge_dst, set_of, member_ptr, members, source_ptr, sources, joined)
+
+
+@numba.njit(cache=True)
+def _deferred_sets(out_ptr, edge_dst, set_of, member_ptr, members, source_ptr, sources,
+                   joined):  # pragma: no cover - compiled
+    """``deferred_sets`` per set: a search from the set's sources, up to its last entered member
+    (op indices are topological), that tells the ops reached without leaving the set from those
+    reached through an op outside it; then whether an entered member was not reached so (nor
+    at all, unless ``joined``)."""
+    k = len(member_ptr) - 1
+    n = len(out_ptr) - 1
+    inside = np.full(n, -1, dtype=np.int64)  # reached from set s's sources without leaving s
+    outside = np.full(n, -1, dtype=np.int64)  # reached through an op outside s
+    stack = np.empty(2 * n, dtype=np.int64)  # op * 2 + (1 if the path has left the set)
+    deferred = np.zeros(k, dtype=np.bool_)
+    for s in range(k):
+        if member_ptr[s] == member_ptr[s + 1] or source_ptr[s] == source_ptr[s + 1]:
+            continue  # nothing enters it, or nothing to hold
+        limit = members[member_ptr[s + 1] - 1]
+        top = 0
+        for q in range(source_ptr[s], source_ptr[s + 1]):
+            inside[sources[q]] = s
+            stack[top] = 2 * sources[q]
+            top += 1
+        while top > 0:
+            top -= 1
+            v, left = stack[top] // 2, stack[top] % 2
+            for e in range(out_ptr[v], out_ptr[v + 1]):
+                w = edge_dst[e]
+                if w > limit:
+                    continue
+                if left == 0 and set_of[w] == s:
+                    if inside[w] != s:
+                        inside[w] = s
+                        stack[top] = 2 * w
+                        top += 1
+                elif outside[w] != s:
+                    outside[w] = s
+                    stack[top] = 2 * w + 1
+                    top += 1
+        for q in range(member_ptr[s], member_ptr[s + 1]):
+            if outside[members[q]] != s and (joined or inside[members[q]] != s):
+                deferred[s] = True
+                break
+    return deferred
+
+
 def group_working_bytes(graph: OpGraph, group_of: np.ndarray, k: int | None = None) -> np.ndarray:
     """Per group: the most bytes its ops hold at once besides the outputs that leave the group,
     when they run back to back on one device in index (topological) order, counted as the
@@ -406,8 +472,8 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
       and no other group of its set is a source: the set is then placed when the reader is
       ready, not at time 0 before anything is known (Baechi Fig. 6). Only this one delays
       anything: the source's own compute, which for a training step's sources (variables,
-      constants, inputs) is next to none. With ``defer_sources`` every source of a set that has
-      an input from outside the set joins a successor in its set (one that no other path from
+      constants, inputs) is next to none. With ``defer_sources`` every source of a set whose
+      placement waits for a member (``deferred_sets``) joins a successor in its set (one that no other path from
       the source reaches, so no cycle), until the set has no source left: a set of many sources
       (a variable, its slots, the batch-norm constants of a co-placement set) is then placed when
       a member that waits for that input is ready, not by one of its sources at time 0.
@@ -481,13 +547,12 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
     _, set_of = np.unique(np.asarray(coplace), return_inverse=True)
     set_of = set_of.reshape(-1)
     sources = np.bincount(set_of[np.diff(graph.in_ptr) == 0], minlength=int(set_of.max(initial=-1)) + 1)
-    entered = np.zeros(len(sources), dtype=bool)  # sets with an input from outside
-    entered[set_of[graph.edge_dst[set_of[graph.edge_src] != set_of[graph.edge_dst]]]] = True
+    deferred = deferred_sets(graph, set_of, joined=True)
     tol = 1e-9 * (float(work.sum()) or 1.0)  # the same times summed in another order
 
     def joins(u: int, u0: int, v: int) -> bool:
         if defer_sources:
-            return entered[set_of[u0]] and not other_path(u, v)
+            return deferred[set_of[u0]] and not other_path(u, v)
         return len(succ[u]) == 1 and len(pred[v]) > 1 and sources[set_of[u0]] == 1
 
     def sources_join() -> bool:
@@ -581,21 +646,38 @@ class GraphOptimizer:
 def backward_ops(graph: OpGraph, updates: bool = False) -> np.ndarray:
     """Which ops belong to the backward pass: those with a ``forward_op``, and those whose data
     inputs all come from the backward pass (gradient sums such as TensorFlow's
-    ``gradients/AddN``, which name no forward op). With ``updates`` also those with any data
-    input from the backward pass: the optimizer's updates (``ResourceApplyRMSProp``), which read
-    the gradient beside the variable and the learning rate. Counted as forward, an update is
-    placed with the forward ops although it runs after the gradients and, colocated with its
-    variable, it decides the device of the variable's co-placement set at time 0 (§3.1)."""
+    ``gradients/AddN``, which name no forward op).
+
+    With ``updates`` the backward pass is everything forward-only placement (§3.3) should not
+    place by itself, because it runs after the gradients or only feeds them:
+
+    * ops with any data input from the backward pass, or only control inputs and one from it:
+      the optimizer's updates (``ResourceApplyRMSProp``), which read the gradient beside the
+      variable and the learning rate, and what runs after them (the train op, the step counter's
+      increment). Counted as forward, an update is placed with the forward ops although it runs
+      after the gradients and, colocated with its variable, it decides the device of the
+      variable's co-placement set at time 0 (§3.1);
+    * ops none of whose readers is forward and that no backward op names as its forward op:
+      the learning-rate schedule, which only the updates read, and the gradients' seed
+      (``gradients/grad_ys_0``). Left in the forward part they would be placed with no reader
+      in sight, wherever a device is idle at time 0, and their tensors sent across from there."""
     backward = graph.forward_op >= 0
     if not backward.any():
         return backward
     data = graph.edge_src_output >= 0
     for i in np.flatnonzero(~backward):  # op indices are topological: inputs are decided first
         inputs = graph.in_edges[graph.in_ptr[i]:graph.in_ptr[i + 1]]
-        inputs = inputs[data[inputs]]
-        if len(inputs):
-            from_backward = backward[graph.edge_src[inputs]]
+        from_backward = backward[graph.edge_src[inputs[data[inputs]]]]
+        if len(from_backward):
             backward[i] = bool(from_backward.any() if updates else from_backward.all())
+        elif updates:
+            backward[i] = bool(backward[graph.edge_src[inputs]].any())
+    if updates:
+        named = np.zeros(graph.num_ops, dtype=bool)
+        named[graph.forward_op[graph.forward_op >= 0]] = True
+        for i in np.flatnonzero(~backward & ~named)[::-1]:  # readers are decided first
+            readers = graph.edge_dst[graph.out_ptr[i]:graph.out_ptr[i + 1]]
+            backward[i] = len(readers) > 0 and bool(backward[readers].all())
     return backward
 
 
@@ -622,16 +704,30 @@ def forward_part(graph: OpGraph, updates: bool = False) -> tuple[OpGraph, np.nda
 
 def follow_forward(graph: OpGraph, forward_ops: np.ndarray, forward_devices: np.ndarray) -> np.ndarray:
     """One device per op of ``graph`` from the devices of its forward ops: every backward op
-    follows its forward op (Baechi §3.2), a gradient sum with no forward op follows its first
-    input, then each colocation group follows its first forward member (or its first member),
-    so no group is split."""
+    follows its forward op (Baechi §3.2); an op after the gradients with no forward op (a
+    gradient sum, an optimizer update, the train op) follows its first data input, or its first
+    input where it has only control inputs; an op before them that only feeds them (the
+    learning-rate schedule, ``backward_ops`` with ``updates``) follows its first reader. Then
+    each colocation group follows its first forward member (or its first member), so no group
+    is split."""
     device = np.full(graph.num_ops, -1, dtype=np.int64)
     device[forward_ops] = forward_devices
+    n = graph.num_ops
     data = graph.edge_src_output >= 0
-    first_input = np.full(graph.num_ops, graph.num_ops, dtype=np.int64)
-    np.minimum.at(first_input, graph.edge_dst[data], graph.edge_src[data])
-    first_input[first_input == graph.num_ops] = -1
-    leader = np.where(graph.forward_op >= 0, graph.forward_op, first_input)
+    first_data_input, first_input, first_reader = np.full((3, n), n, dtype=np.int64)
+    np.minimum.at(first_data_input, graph.edge_dst[data], graph.edge_src[data])
+    np.minimum.at(first_input, graph.edge_dst, graph.edge_src)
+    np.minimum.at(first_reader, graph.edge_src, graph.edge_dst)
+    first_input = np.where(first_data_input < n, first_data_input, first_input)
+    after = np.zeros(n, dtype=bool)  # the gradients and every op they reach
+    gradients = np.flatnonzero(graph.forward_op >= 0)
+    if len(gradients):
+        reach = sp.csr_matrix((np.ones(graph.num_edges + len(gradients)),
+                               (np.concatenate([graph.edge_src, np.full(len(gradients), n)]),
+                                np.concatenate([graph.edge_dst, gradients]))), shape=(n + 1, n + 1))
+        after[breadth_first_order(reach, n, return_predecessors=False)[1:]] = True
+    leader = np.where(graph.forward_op >= 0, graph.forward_op, np.where(after, first_input, first_reader))
+    leader[leader == n] = -1
     todo = np.flatnonzero(device < 0)
     while len(todo):  # chains (backward ops of backward ops, sums of sums) resolve pass by pass
         device[todo] = np.where(leader[todo] >= 0, device[leader[todo]], -1)

@@ -17,7 +17,8 @@ from conftest import op, training_graph
 from hypothesis import given, strategies as st
 
 from rlplace.cluster import Cluster, CommModel
-from rlplace.coarsen import CoarseGraph, GraphOptimizer, coplacement_labels, forward_part, fuse, group_working_bytes
+from rlplace.coarsen import (CoarseGraph, GraphOptimizer, coplacement_labels, deferred_sets, forward_part, fuse,
+                             group_working_bytes)
 from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
@@ -136,24 +137,47 @@ def test_sources_join_only_to_defer_their_set():
 
 
 def test_deferred_sources_join_their_entered_set():
-    """With ``defer_sources`` a source of a set that has an input from outside joins a successor
-    in its set where no other path leads there: slot joins update (w's set is entered by grad),
-    var joins read. var + read cannot join update too (the path through mm and grad would make a
-    cycle), so they stay a source, which the list schedulers hold (``_list_schedule``). A source
-    of a set with no input from outside (c) stays a node of its own."""
+    """With ``defer_sources`` a source joins a successor in its set where that defers the set's
+    placement to a member with an input from outside (``deferred_sets``) and no other path leads
+    there. In a training step the variable's set {var, read, slot, update} is entered only by
+    the update, which waits for the gradient of the variable's own read (a path leaves the set
+    and comes back): nothing joins, the set is placed by its sources as §3.1 says (holding them
+    stalled the list schedulers until nothing else was ready). In a forward part (no gradient, no
+    update) the set {var, read, mm} is entered by x: var joins read and both join mm. A source of
+    a set with no input from outside ({c, d}) stays a node of its own."""
     w = {"colocation_group": "w"}
     ops = [op("x"), op("var", 0.1, **w), op("read", 0.1, **w), op("mm", 5.0), op("grad", 5.0, forward_op="mm"),
-           op("slot", 0.1, **w), op("update", 1.0, **w), op("c", 0.1, colocation_group="k"),
-           op("d", 0.1, colocation_group="k")]
+           op("slot", 0.1, **w), op("update", 1.0, **w)]
     edges = [("var", "read", 0), ("x", "mm", 1), ("read", "mm", 1), ("mm", "grad", 1), ("x", "grad", 1),
-             ("var", "update", 0), ("slot", "update", 0), ("grad", "update", 1), ("c", "d", 1)]
+             ("var", "update", 0), ("slot", "update", 0), ("grad", "update", 1)]
     g = OpGraph.from_records(ops, edges)
-    coplace = coplacement_labels(g, coplacement=False)
-    cg = fuse(g, coplace, defer_sources=True)
-    assert [sorted(grp) for grp in _groups(g, cg) if len(grp) > 1] == [["read", "var"], ["slot", "update"]]
-    assert all(len(grp) == 1 for grp in _groups(g, fuse(g, coplace)))  # without: w's set has two sources
+    assert all(len(grp) == 1 for grp in _groups(g, fuse(g, coplacement_labels(g, coplacement=False), defer_sources=True)))
+    forward = OpGraph.from_records([op("x"), op("var", 0.1, **w), op("read", 0.1, **w), op("mm", 5.0, **w),
+                                    op("c", 0.1, colocation_group="k"), op("d", 0.1, colocation_group="k")],
+                                   [("var", "read", 0), ("x", "mm", 1), ("read", "mm", 1), ("c", "d", 1)])
+    coplace = coplacement_labels(forward, coplacement=False)
+    cg = fuse(forward, coplace, defer_sources=True)
+    assert [sorted(grp) for grp in _groups(forward, cg) if len(grp) > 1] == [["mm", "read", "var"]]
+    assert all(len(grp) == 1 for grp in _groups(forward, fuse(forward, coplace)))  # without: no source joins
     q = cg.quotient()
     assert nx.is_directed_acyclic_graph(nx.DiGraph(list(zip(q.edge_src.tolist(), q.edge_dst.tolist()))))
+
+
+def test_deferred_sets_wait_only_for_members_that_do_not_wait_for_the_sources():
+    """Set a {var, read, mm} is entered by x at mm, which waits for var through read (inside
+    the set): deferred when the sources are to join the members they feed (``fuse``), not when
+    they stay ops of their own (a held var would hold mm). Set b {w, u} is entered at u by h,
+    which waits for w: never deferred. Set c has no input from outside: never deferred."""
+    a, b = {"colocation_group": "a"}, {"colocation_group": "b"}
+    g = OpGraph.from_records([op("x"), op("var", **a), op("read", **a), op("mm", **a), op("w", **b), op("h"),
+                              op("u", **b), op("c")],
+                             [("x", "mm", 1), ("var", "read", 1), ("read", "mm", 1), ("w", "h", 1), ("h", "u", 1)])
+    set_of = np.unique(coplacement_labels(g, coplacement=False), return_inverse=True)[1].reshape(-1)
+    i = g.index
+    for joined, expected in ((True, True), (False, False)):
+        deferred = deferred_sets(g, set_of, joined=joined)
+        assert deferred[set_of[i["var"]]] == expected
+        assert not deferred[set_of[i["w"]]] and not deferred[set_of[i["c"]]] and not deferred[set_of[i["x"]]]
 
 
 def test_unknown_rule_is_a_config_error():

@@ -42,7 +42,7 @@ import numba
 import numpy as np
 
 from rlplace.cluster import Cluster
-from rlplace.coarsen import GraphOptimizer, follow_forward, forward_part
+from rlplace.coarsen import GraphOptimizer, deferred_sets, follow_forward, forward_part
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
@@ -213,8 +213,8 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     ``defer_sources``: §3.1 places a whole group where its first op goes. A group's sources
     (variables, constants: no inputs) are ready at time 0, so one of them decides where the
     group's compute ops run before their inputs exist. With this option a source of a group
-    that has a member with an input from outside the group waits until a member decides the
-    group's device, and then joins it there, as the fused Step/UpdateStep of Baechi Fig. 6 is
+    that a member with an input from outside should decide (``rlplace.coarsen.deferred_sets``)
+    waits until a member decides the group's device, and then joins it there, as the fused Step/UpdateStep of Baechi Fig. 6 is
     placed by its schedulable time. Should every ready op be such a source (a member can only
     start after it), the waiting sources become ready as usual."""
     n = work.num_ops
@@ -236,10 +236,8 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     group_extra += max_temp
     held = np.zeros(n, dtype=bool)
     if defer_sources and k:
-        outside = (group_of[work.edge_src] != group_of[work.edge_dst]) & (group_of[work.edge_dst] >= 0)
-        entered = np.zeros(k, dtype=bool)
-        entered[group_of[work.edge_dst[outside]]] = True
-        held = (np.diff(work.in_ptr) == 0) & (group_of >= 0) & entered[np.maximum(group_of, 0)]
+        set_of = np.where(group_of >= 0, group_of, k + np.arange(n))  # an op outside the groups: a set of its own
+        held = (np.diff(work.in_ptr) == 0) & deferred_sets(work, set_of)[set_of]
     m = new_model(work, cluster, placer=True)
     _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, caps,
               fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None, held)
