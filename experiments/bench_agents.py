@@ -151,7 +151,7 @@ def main() -> None:
         sampling = sampling_rate(graph, cluster, agent, k, options, rounds=5, device=device)
         budget = 10 * k if agent == "hierarchical" else 4 * k
         summary = train(graph, cluster, SimBackend(),
-                        TrainConfig(agent=agent, algorithm=algorithm, samples=k, policy=options, device=str(device),
+                        TrainConfig(agent=agent, algorithm=algorithm, samples=k, policy=options, torch_device=str(device),
                                     budget_placements=budget, progress=False, plots=False),
                         out_dir / f"{stem}_{label.replace(' ', '_')}")
         records.append({"agent": label, "samples_per_update": k, "sampling_per_second": sampling,

@@ -48,7 +48,7 @@ def rate(module, graph, cluster, placements: int, out_dir: Path) -> float:
     try:
         summary = train(graph, cluster, SimBackend(),
                         TrainConfig(agent="mars", algorithm="ppo", samples=10, policy={"pretrain": False},
-                                    device="cpu", budget_placements=placements, progress=False, plots=False), out_dir)
+                                    torch_device="cpu", budget_placements=placements, progress=False, plots=False), out_dir)
     finally:
         sys.modules["rlplace.agents.policies.mars"] = mars_today
         PPO.differentiates_samples = False
