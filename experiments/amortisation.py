@@ -113,8 +113,8 @@ def family_cell(setup: Setup, cluster: Cluster, seed: int, work: Path) -> dict:
                            "greedy_oom": g["greedy_evaluation"]["oom"]} for n, g in summary["graphs"].items()}}
 
 
-def reference_cell(graph: OpGraph, cluster: Cluster) -> dict:
-    name, _, overflow, step = best_of(graph, cluster, HEURISTICS)
+def reference_cell(graph: OpGraph, cluster: Cluster, heuristic: tuple) -> dict:
+    name, _, overflow, step = heuristic
     return {"best_heuristic": name, "best_heuristic_step_time": step, "best_heuristic_oom": overflow > 0,
             "single": simulate(graph, cluster, make_placer("single").place(graph, cluster)).step_time,
             "lower_bound": lower_bound(graph, cluster)}
@@ -171,15 +171,15 @@ def run(setup: Setup, out: Path, work: Path, max_minutes: float | None, stem: st
     cells = record["cells"]
     cluster = load_preset("cluster", setup.cluster)
     unseen = {n: graph_of(n, k) for n, k in setup.unseen.items()}
-    jobs: list[tuple[str, Callable[[], dict]]] = [(f"reference/{n}", lambda g=g: reference_cell(g, cluster))
-                                                  for n, g in unseen.items()]
-    starts: dict[str, tuple] = {}   # the best heuristic per unseen graph, found once for all seeds
+    starts: dict[str, tuple] = {}   # the best heuristic per unseen graph (search.best_of), found once
 
     def start_of(name: str) -> tuple:
         if name not in starts:
             starts[name] = best_of(unseen[name], cluster, HEURISTICS)
         return starts[name]
 
+    jobs: list[tuple[str, Callable[[], dict]]] = [
+        (f"reference/{n}", lambda n=n, g=g: reference_cell(g, cluster, start_of(n))) for n, g in unseen.items()]
     for seed in setup.seeds:
         jobs.append((f"family/s{seed}", lambda s=seed: family_cell(setup, cluster, s, work)))
         jobs += [(f"target/{n}/s{seed}", lambda n=n, g=g, s=seed: target_cell(setup, cluster, g, start_of(n), s, work))
