@@ -339,23 +339,70 @@ def _coplacement_saves(graph: OpGraph, op: np.ndarray, reader: np.ndarray, use: 
 FUSION_RULES = ("lossless", "degree")
 
 
-def deferred_sets(graph: OpGraph, set_of: np.ndarray) -> np.ndarray:
+def deferred_sets(graph: OpGraph, set_of: np.ndarray, joined: bool = False) -> np.ndarray:
     """Per set (``set_of``: one label 0..k-1 per op): whether its sources should wait until a
     member that has an input from outside decides the set's device (§3.1 places a set where its
     first op goes; a source is ready at time 0, before anything the set reads exists). True
-    where the set has an input from outside and no path leaves the set and comes back to it: on
-    such a path the entering member may itself wait for the sources (a variable's update, which
-    reads the gradient of the variable's read), and the set is placed by its sources as §3.1
-    says."""
+    where some such member does not wait for the set's sources. Where every one does (a
+    variable's set {variable, read, slot, update} in a whole training step is entered by the
+    update, which waits for the gradient of the variable's read), holding the sources would hold
+    the set until nothing else is ready, so its sources place it, as §3.1 says. ``joined``
+    (``fuse``): the sources are to join the members they feed, so only waiting through ops
+    outside the set counts."""
     k = int(set_of.max(initial=-1)) + 1
-    src, dst = set_of[graph.edge_src], set_of[graph.edge_dst]
-    cross = src != dst
-    entered = np.zeros(k, dtype=bool)
-    entered[dst[cross]] = True
-    adj = sp.coo_matrix((np.ones(int(cross.sum()), dtype=np.int8), (src[cross], dst[cross])), shape=(k, k))
-    count, component = connected_components(adj, directed=True, connection="strong")
-    on_cycle = np.bincount(component, minlength=count)[component] > 1
-    return entered & ~on_cycle
+    cross = set_of[graph.edge_src] != set_of[graph.edge_dst]
+    members = np.unique(graph.edge_dst[cross])  # with an input from outside
+    members = members[np.argsort(set_of[members], kind="stable")]
+    member_ptr = np.searchsorted(set_of[members], np.arange(k + 1))
+    sources = np.flatnonzero(np.diff(graph.in_ptr) == 0)
+    sources = sources[np.argsort(set_of[sources], kind="stable")]
+    source_ptr = np.searchsorted(set_of[sources], np.arange(k + 1))
+    return _deferred_sets(graph.out_ptr, graph.edge_dst, set_of, member_ptr, members, source_ptr, sources, joined)
+
+
+@numba.njit(cache=True)
+def _deferred_sets(out_ptr, edge_dst, set_of, member_ptr, members, source_ptr, sources,
+                   joined):  # pragma: no cover - compiled
+    """``deferred_sets`` per set: a search from the set's sources, up to its last entered member
+    (op indices are topological), that tells the ops reached without leaving the set from those
+    reached through an op outside it; then whether an entered member was not reached so (nor
+    at all, unless ``joined``)."""
+    k = len(member_ptr) - 1
+    n = len(out_ptr) - 1
+    inside = np.full(n, -1, dtype=np.int64)  # reached from set s's sources without leaving s
+    outside = np.full(n, -1, dtype=np.int64)  # reached through an op outside s
+    stack = np.empty(2 * n, dtype=np.int64)  # op * 2 + (1 if the path has left the set)
+    deferred = np.zeros(k, dtype=np.bool_)
+    for s in range(k):
+        if member_ptr[s] == member_ptr[s + 1] or source_ptr[s] == source_ptr[s + 1]:
+            continue  # nothing enters it, or nothing to hold
+        limit = members[member_ptr[s + 1] - 1]
+        top = 0
+        for q in range(source_ptr[s], source_ptr[s + 1]):
+            inside[sources[q]] = s
+            stack[top] = 2 * sources[q]
+            top += 1
+        while top > 0:
+            top -= 1
+            v, left = stack[top] // 2, stack[top] % 2
+            for e in range(out_ptr[v], out_ptr[v + 1]):
+                w = edge_dst[e]
+                if w > limit:
+                    continue
+                if left == 0 and set_of[w] == s:
+                    if inside[w] != s:
+                        inside[w] = s
+                        stack[top] = 2 * w
+                        top += 1
+                elif outside[w] != s:
+                    outside[w] = s
+                    stack[top] = 2 * w + 1
+                    top += 1
+        for q in range(member_ptr[s], member_ptr[s + 1]):
+            if outside[members[q]] != s and (joined or inside[members[q]] != s):
+                deferred[s] = True
+                break
+    return deferred
 
 
 def group_working_bytes(graph: OpGraph, group_of: np.ndarray, k: int | None = None) -> np.ndarray:
@@ -497,7 +544,7 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
     work = np.array(graph.compute_time, dtype=np.float64)  # compute of each group, at its root
     _, set_of = np.unique(np.asarray(coplace), return_inverse=True)
     set_of = set_of.reshape(-1)
-    deferred = deferred_sets(graph, set_of)
+    deferred = deferred_sets(graph, set_of, joined=True)
     tol = 1e-9 * (float(work.sum()) or 1.0)  # the same times summed in another order
 
     def sources_join() -> bool:
