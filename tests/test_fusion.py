@@ -246,7 +246,7 @@ def test_placers_with_fusion_are_not_slower_than_without_on_training_graphs():
     part (``own_schedule``), and the backward ops that follow their forward ops move the step by
     as much again whichever device a tie gave (up to 1.40× here with forward schedules within
     0.7% of each other), so those pairs compare the placer's schedule and the others the step.
-    By that measure the degree rule is more than 5% slower in 25 of these 640 pairs (3.9%, up
+    By that measure the degree rule is more than 5% slower in 19 of these 640 pairs (3.0%, up
     to 2.47×), the lossless rule in 12 (1.9%, up to 1.40×: 11 of them whole-step placements with
     co-placement, where a set whose sources joined its entered member is placed where that
     member's input is, and the paper's placement by the sources at time 0 happened to spread
