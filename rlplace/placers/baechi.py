@@ -33,7 +33,9 @@ placement (tested), because it places (op, device) pairs in the order they start
 as the simulator does (earliest ready, then lower index). Where they differ, and why:
 sequential transfers are booked when m-ETF/m-SCT place the reader (§3.4), the simulator books
 them when the producer ends, so a channel may serve them in another order; a pair put back for
-memory starts later in the placer than in the simulator, which does not wait for memory; m-SCT
+memory starts later in the placer than in the simulator, which does not wait for memory; so does
+a group's source held until a member decides the group's device (the simulator runs it as soon
+as its device is free); m-SCT
 keeps a device for a favorite child while the simulator would run another ready op there; with
 the optimizer on, the schedule is of the coarse graph. In every case the placer's schedule is
 a valid schedule of its placement (tested).
