@@ -4,14 +4,15 @@ hill-climb (issue 15, items 5 and 6).
     PYTHONPATH=. .venv/bin/python experiments/coplacement.py            # ~5 min on 2 busy cores
     PYTHONPATH=. .venv/bin/python experiments/coplacement.py --quick    # layered 200 ops, 2 seeds
 
-1. **Optimizer on vs off.** m-ETF and m-SCT with the graph optimizer off, on with §3.2's
-   co-placement rule as written (``coplacement_rule="paper"``, the default), on with the
-   ``"cost"`` rule (``rlplace.coarsen.coplacement_labels``), and *repaired*: the latter with
-   ``defer_sources`` (``rlplace.coarsen.fuse``, ``rlplace.placers.baechi._list_schedule``) and
-   ``updates_backward`` (``rlplace.coarsen.backward_ops``), on the layered DAGs of
-   ``placer_quality.py`` (5 seeds), the GNMT profile and every TF zoo model of ``placer_quality.py``. Per graph also what
-   the optimizer does to the graph the placer schedules: groups, longest compute-only path and
-   total compute of the quotient against the op graph's.
+1. **Optimizer on vs off.** m-ETF and m-SCT with the graph optimizer off, on with its defaults
+   (the ``"cost"`` co-placement rule, ``rlplace.coarsen.coplacement_labels``) and on with §3.2's
+   co-placement rule as written (``coplacement_rule="paper"``), on the layered DAGs of
+   ``placer_quality.py`` (5 seeds), the GNMT profile and every TF zoo model of ``placer_quality.py``.
+   Every variant defers a set's sources (``rlplace.coarsen.fuse``,
+   ``rlplace.placers.baechi._list_schedule``) and, in forward-only placement, leaves the
+   optimizer's updates and what only feeds them to follow (``rlplace.coarsen.backward_ops``).
+   Per graph also what the optimizer does to the graph the placer schedules: groups, longest
+   compute-only path and total compute of the quotient against the op graph's.
 2. **m-ETF's own schedule vs the simulator's** (optimizer off). The placer's own schedule of its
    placement, and the same placement replayed by a plain event loop with work-conserving
    channels (a transfer starts whenever both its channels are idle, oldest request first) and
@@ -50,8 +51,7 @@ from rlplace.sim import lower_bound, simulate
 from rlplace.zoo import default_profile_path
 
 RESULTS = Path(__file__).parent / "results"
-VARIANTS = {"off": {"coplacement": False, "fusion": False}, "paper": {}, "cost": {"coplacement_rule": "cost"},
-            "repaired": {"coplacement_rule": "cost", "defer_sources": True, "updates_backward": True}}
+VARIANTS = {"off": {"coplacement": False, "fusion": False}, "on": {}, "paper": {"coplacement_rule": "paper"}}
 PLACERS = ("m_etf", "m_sct")
 
 
@@ -205,14 +205,14 @@ def markdown(res: dict) -> str:
     out = ["# Graph optimizer on vs off, and m-ETF's own schedule vs the simulator's", "",
            f"mode: {'quick' if res['quick'] else 'full'}; run time {res['seconds'] / 60:.1f} min on this "
            "2-core machine (shared). Made by `experiments/coplacement.py`.", "",
-           "*off*: `coplacement=false fusion=false`; *paper*: the defaults (§3.2's co-placement rule as "
-           "written, lossless fusion); *cost*: `coplacement_rule=cost` (`rlplace.coarsen.coplacement_labels`: "
-           "an op joins its only reader if its compute is at most 0.1× its output's transfer time, or if "
-           "the reader's other inputs all come from such ops); *repaired*: the same with `defer_sources=true` (a set's "
-           "sources join a member in their set, `rlplace.coarsen.fuse`, and those left wait until another member decides "
-           "the set's device, `rlplace.placers.baechi._list_schedule`) and `updates_backward=true` (forward-only placement "
-           "leaves the optimizer's updates, which read the gradients, to follow their variable, "
-           "`rlplace.coarsen.backward_ops`). Cells: step time / lower bound (* OOM).", "",
+           "*off*: `coplacement=false fusion=false`; *on*: the defaults (co-placement by cost, "
+           "`rlplace.coarsen.coplacement_labels`: an op joins its only reader if its compute is at most 0.1× its "
+           "output's transfer time, or if the reader's other inputs all come from such ops; lossless fusion); "
+           "*paper*: `coplacement_rule=paper` (§3.2's single-successor rule as written). In every column a set's "
+           "sources join a member in their set (`rlplace.coarsen.fuse`) or wait until a member with an outside "
+           "input decides the set's device (`rlplace.placers.baechi._list_schedule`), and forward-only placement "
+           "leaves the optimizer's updates, what runs after them and what only feeds them to follow "
+           "(`rlplace.coarsen.backward_ops`). Cells: step time / lower bound (* OOM).", "",
            "## Step time / lower bound", "",
            "| graph | ops | " + " | ".join(f"{p} {v}" for p in PLACERS for v in VARIANTS) + " |",
            "|---|---:|" + "---:|" * (len(PLACERS) * len(VARIANTS))]

@@ -256,7 +256,7 @@ COPLACEMENT_RULES = ("paper", "cost")
 
 
 def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: bool = True,
-                       rule: str = "paper", comm: CommModel | None = None, ratio: float = 0.1) -> np.ndarray:
+                       rule: str = "cost", comm: CommModel | None = None, ratio: float = 0.1) -> np.ndarray:
     """One label per op; ops with equal labels must share a device (Baechi §3.1-3.2).
 
     ``colocation``: the ops of a TensorFlow colocation group. ``coplacement``: a forward op
@@ -268,7 +268,7 @@ def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: boo
     the set's device is chosen when its first op is ready (§3.1's co-adjusting), before the
     reader's other inputs are known. On layered random DAGs this makes m-ETF 12% slower than
     without co-placement (geometric mean, up to 30%; experiments/results/coplacement.md).
-    ``rule="cost"`` keeps §3.2's case (i) as its text motivates it, "operators whose computation
+    ``rule="cost"`` (the default) keeps §3.2's case (i) as its text motivates it, "operators whose computation
     times are much shorter than their communication times": an op joins its only reader when its
     compute is at most ``ratio`` (0.1: an order of magnitude, "much shorter") times the time its
     outputs take to send with ``comm``, or when every other input of the reader comes from such
@@ -443,8 +443,7 @@ def group_working_bytes(graph: OpGraph, group_of: np.ndarray, k: int | None = No
     return peak
 
 
-def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: str = "lossless",
-         defer_sources: bool = False) -> CoarseGraph:
+def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: str = "lossless") -> CoarseGraph:
     """Operator fusion (Baechi §3.3): contract edges src -> dst whose ends share a co-placement
     label, keeping the graph of groups acyclic. Degrees count every edge (data and control) of
     the current graph of groups; passes repeat until nothing fuses.
@@ -468,15 +467,14 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
       device, no transfer) and finish before src can start;
     * dst's only predecessor is src, and src's other successors share the set and cannot start
       before dst ends;
-    * a source (an op with no inputs) joins its only reader when that reader has other inputs
-      and no other group of its set is a source: the set is then placed when the reader is
-      ready, not at time 0 before anything is known (Baechi Fig. 6). Only this one delays
-      anything: the source's own compute, which for a training step's sources (variables,
-      constants, inputs) is next to none. With ``defer_sources`` every source of a set whose
-      placement waits for a member (``deferred_sets``) joins a successor in its set (one that no other path from
-      the source reaches, so no cycle), until the set has no source left: a set of many sources
-      (a variable, its slots, the batch-norm constants of a co-placement set) is then placed when
-      a member that waits for that input is ready, not by one of its sources at time 0.
+    * a source (an op with no inputs) of a set whose placement waits for a member
+      (``deferred_sets``) joins a successor in its set (one that no other path from the source reaches, so no cycle), until
+      the set has no source left: the set (a variable, its slots, the batch-norm constants of a
+      co-placement set) is then placed when a member that waits for that input is ready, not by
+      one of its sources at time 0 before anything is known (Baechi Fig. 6's reason for fusing
+      Step into UpdateStep). Only this one delays anything: the source's own compute, which for
+      a training step's sources (variables, constants, inputs) is next to none. The list
+      schedulers hold the sources that cannot join (``rlplace.placers.baechi._list_schedule``).
 
     Otherwise a source is never extended: every source is ready at time 0, so a list scheduler
     runs the other sources between a source and its reader, which a fused node would forbid.
@@ -546,22 +544,15 @@ def fuse(graph: OpGraph, coplace: np.ndarray, exact_check: bool = False, rule: s
     work = np.array(graph.compute_time, dtype=np.float64)  # compute of each group, at its root
     _, set_of = np.unique(np.asarray(coplace), return_inverse=True)
     set_of = set_of.reshape(-1)
-    sources = np.bincount(set_of[np.diff(graph.in_ptr) == 0], minlength=int(set_of.max(initial=-1)) + 1)
     deferred = deferred_sets(graph, set_of, joined=True)
     tol = 1e-9 * (float(work.sum()) or 1.0)  # the same times summed in another order
-
-    def joins(u: int, u0: int, v: int) -> bool:
-        if defer_sources:
-            return deferred[set_of[u0]] and not other_path(u, v)
-        return len(succ[u]) == 1 and len(pred[v]) > 1 and sources[set_of[u0]] == 1
 
     def sources_join() -> bool:
         """Sources join a reader in their set where that defers their set's placement."""
         done = False
         for u0, v0 in inside:
             u, v = find(u0), find(v0)
-            if u != v and not pred[u] and joins(u, u0, v):
-                sources[set_of[u0]] -= 1
+            if u != v and not pred[u] and deferred[set_of[u0]] and not other_path(u, v):
                 w = work[u] + work[v]
                 work[contract(u, v)] = w
                 done = True
@@ -620,9 +611,9 @@ class GraphOptimizer:
     ``colocation`` keeps TensorFlow colocation groups on one device, ``coplacement`` adds the
     co-placement sets of §3.2, ``fusion`` contracts edges inside those sets (``fuse``:
     ``fusion_rule`` "lossless", the default, or §3.3's "degree" rule, which ``fusion_exact_check``
-    extends with the path check, and ``defer_sources`` with every source of an entered set).
-    ``coplacement_rule``: "paper" (§3.2 as written, the default) or "cost"
-    (``coplacement_labels``, with ``coplacement_ratio``). The result's ``coplace`` labels become
+    extends with the path check). ``coplacement_rule``: "cost" (the default,
+    ``coplacement_labels``, with ``coplacement_ratio``) or "paper" (§3.2's rule as written, which
+    experiments/coplacement.py and bench_fusion.py compare against). The result's ``coplace`` labels become
     the colocation groups of its quotient, which placers co-adjust (§3.1)."""
 
     colocation: bool = True
@@ -630,16 +621,15 @@ class GraphOptimizer:
     fusion: bool = True
     fusion_exact_check: bool = False
     fusion_rule: str = "lossless"
-    coplacement_rule: str = "paper"  # or "cost" (``coplacement_labels``)
+    coplacement_rule: str = "cost"  # or "paper" (``coplacement_labels``)
     coplacement_ratio: float = 0.1
-    defer_sources: bool = False
 
     def optimize(self, graph: OpGraph, comm: CommModel | None = None) -> CoarseGraph:
         """The grouping of ``graph``; ``comm``: the interconnect, for the "cost" co-placement rule."""
         labels = coplacement_labels(graph, self.colocation, self.coplacement, self.coplacement_rule, comm,
                                     self.coplacement_ratio)
         if self.fusion:
-            return fuse(graph, labels, self.fusion_exact_check, self.fusion_rule, self.defer_sources)
+            return fuse(graph, labels, self.fusion_exact_check, self.fusion_rule)
         return CoarseGraph(graph, np.arange(graph.num_ops), labels)
 
 
@@ -681,10 +671,11 @@ def backward_ops(graph: OpGraph, updates: bool = False) -> np.ndarray:
     return backward
 
 
-def forward_part(graph: OpGraph, updates: bool = False) -> tuple[OpGraph, np.ndarray]:
-    """The subgraph of forward ops (not ``backward_ops``, with ``updates`` as there) and their
-    indices in ``graph``, for forward-operator-based placement (Baechi §3.3)."""
-    keep = np.flatnonzero(~backward_ops(graph, updates))
+def forward_part(graph: OpGraph) -> tuple[OpGraph, np.ndarray]:
+    """The subgraph of forward ops (not ``backward_ops`` with ``updates``: the optimizer's
+    updates, what runs after them and what only feeds them follow too) and their indices in
+    ``graph``, for forward-operator-based placement (Baechi §3.3)."""
+    keep = np.flatnonzero(~backward_ops(graph, updates=True))
     if len(keep) == graph.num_ops:
         return graph, keep
     ops = []

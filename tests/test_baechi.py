@@ -264,14 +264,11 @@ def _variable_group_graph() -> OpGraph:
 @pytest.mark.parametrize("name", SCHEDULERS)
 def test_deferred_sources_let_the_group_follow_its_inputs(name):
     """§3.1 puts the group where its first op goes: w, ready at time 0 while x runs on device 0,
-    takes the group to the idle device 1, and f then waits for x's tensor (4 s to send):
-    step 2 + 4 + 1 + 1 = 8. With ``defer_sources`` w waits until f decides the group's device:
-    f runs after x on device 0, no transfer, step 4."""
+    would take the group to the idle device 1, and f would then wait for x's tensor (4 s to
+    send): step 2 + 4 + 1 + 1 = 8. w waits instead until f decides the group's device: f runs
+    after x on device 0, no transfer, step 4."""
     g, c = _variable_group_graph(), _units(2, 10**9, 4.0)
-    literal = make_placer(name, **OFF).place(g, c)
-    assert literal.device_of[g.index["w"]] != literal.device_of[g.index["x"]]
-    assert simulate(g, c, literal).step_time == pytest.approx(8.0)
-    deferred = make_placer(name, defer_sources=True, **OFF).place(g, c)
+    deferred = make_placer(name, **OFF).place(g, c)
     assert len(set(deferred.device_of.tolist())) == 1
     assert simulate(g, c, deferred).step_time == pytest.approx(4.0)
 
@@ -284,7 +281,7 @@ def test_deferred_sources_place_every_op_and_keep_groups(g, seed, mode):
     g = _with_colocation(g, rng.integers(-2, 3, g.num_ops))
     c = _units(3, 10**9, 0.5, mode)
     for name in SCHEDULERS:
-        placer = make_placer(name, defer_sources=True, **OFF)
+        placer = make_placer(name, **OFF)
         device = placer.place(g, c).device_of
         assert np.all((device >= 0) & (device < 3))
         for ops in g.colocation_groups.values():

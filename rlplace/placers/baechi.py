@@ -15,11 +15,16 @@ An (op, device) pair whose device lacks the memory is put back until the device'
 of memory, and dropped when none is due (§2.3); when the first op of a colocation group is placed,
 the whole group goes to that device and the group's memory is reserved there (§3.1, §4.2). An op
 that fits nowhere goes to the device it overfills least: placement never fails, and the
-simulator reports the OOM. ``coplacement_rule="cost"``, ``defer_sources`` and ``updates_backward``
-are this project's options beside the paper's rules (``rlplace.coarsen.coplacement_labels``,
-``rlplace.coarsen.fuse``, ``_list_schedule``, ``rlplace.coarsen.backward_ops``); all three on, the
-optimizer no longer makes m-ETF/m-SCT slower than with it off (experiments/results/coplacement.md).
-They are off by default until the recorded tables are re-recorded with them.
+simulator reports the OOM.
+
+Three rules of this project's differ from the paper's text, because with the text's rules the
+optimizer made m-ETF/m-SCT up to 1.39x slower than with it off on the zoo
+(experiments/results/coplacement.md): co-placement by cost (``coplacement_rule="cost"``, the
+default; "paper" is §3.2's rule as written, ``rlplace.coarsen.coplacement_labels``); a group's
+sources wait until a member that has an input from outside decides the group's device (fused
+into it where possible, ``rlplace.coarsen.fuse``, held otherwise, ``_list_schedule``); and
+forward-only placement leaves to follow what runs after the gradients or only feeds them (the
+optimizer's updates, the learning-rate schedule, ``rlplace.coarsen.backward_ops``).
 
 Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
 they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
@@ -28,7 +33,9 @@ placement (tested), because it places (op, device) pairs in the order they start
 as the simulator does (earliest ready, then lower index). Where they differ, and why:
 sequential transfers are booked when m-ETF/m-SCT place the reader (§3.4), the simulator books
 them when the producer ends, so a channel may serve them in another order; a pair put back for
-memory starts later in the placer than in the simulator, which does not wait for memory; m-SCT
+memory starts later in the placer than in the simulator, which does not wait for memory; so does
+a group's source held until a member decides the group's device (the simulator runs it as soon
+as its device is free); m-SCT
 keeps a device for a favorite child while the simulator would run another ready op there; with
 the optimizer on, the schedule is of the coarse graph. In every case the placer's schedule is
 a valid schedule of its placement (tested).
@@ -65,10 +72,8 @@ class _BaechiPlacer:
     fusion: bool = True
     fusion_exact_check: bool = False
     fusion_rule: str = "lossless"  # or "degree": §3.3's rule as written (rlplace.coarsen.fuse)
-    coplacement_rule: str = "paper"  # or "cost": §3.2's case (i) by its costs (rlplace.coarsen.coplacement_labels)
+    coplacement_rule: str = "cost"  # §3.2's case (i) by its costs, or "paper" (rlplace.coarsen.coplacement_labels)
     coplacement_ratio: float = 0.1  # "cost": an op joins its reader if its compute <= ratio x its transfer
-    defer_sources: bool = False  # a group's sources wait until another member decides its device (fusion, m-ETF/m-SCT)
-    updates_backward: bool = False  # forward-only placement: optimizer updates follow, as backward ops do
     forward_only: bool = True
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
@@ -105,7 +110,7 @@ class _BaechiPlacer:
         self.planned_peak = caps  # m-TOPO's plan is its cap; the list schedulers set their own
         if single_peak is not None and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
-            sub, keep = self._once("forward_part", lambda: forward_part(graph, self.updates_backward))
+            sub, keep = self._once("forward_part", lambda: forward_part(graph))
             return follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps)), self.planned_peak
         return self._optimize_and_place(graph, cluster, caps), self.planned_peak
 
@@ -116,7 +121,7 @@ class _BaechiPlacer:
             return self._place_work(graph, cluster, caps, False)
         coarse = self._once(("coarse", id(graph)), lambda: GraphOptimizer(
             self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule,
-            self.coplacement_rule, self.coplacement_ratio, self.defer_sources).optimize(graph, cluster.comm))
+            self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm))
         work = self._once(("work", id(graph)), coarse.quotient)
         self.nodes_placed = work.num_ops
         return coarse.expand(self._place_work(work, cluster, caps, True)).device_of
@@ -176,8 +181,7 @@ class METFPlacer(_BaechiPlacer):
     (Eq. 1) among ready ops whose device has the memory."""
 
     def _place_work(self, work, cluster, caps, optimized):
-        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), None,
-                                                                 self.defer_sources))
+        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), None))
 
 
 @register("m_sct")
@@ -201,20 +205,19 @@ class MSCTPlacer(_BaechiPlacer):
     def _place_work(self, work, cluster, caps, optimized):
         fav = self._once(("favorite_children", id(work)), lambda: favorite_children(
             work, cluster.comm, float(cluster.speeds.mean()), self.sct_threshold, self.lp_method))
-        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), fav,
-                                                                 self.defer_sources))
+        return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), fav))
 
 
 def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: dict[str, np.ndarray],
-                   fav: np.ndarray | None, defer_sources: bool = False) -> Model:
+                   fav: np.ndarray | None) -> Model:
     """m-ETF, or m-SCT when favorite children ``fav`` are given, over the execution model of
     ``work``; returns the model holding the placer's own schedule.
 
-    ``defer_sources``: §3.1 places a whole group where its first op goes. A group's sources
-    (variables, constants: no inputs) are ready at time 0, so one of them decides where the
-    group's compute ops run before their inputs exist. With this option a source of a group
-    that a member with an input from outside should decide (``rlplace.coarsen.deferred_sets``)
-    waits until a member decides the group's device, and then joins it there, as the fused Step/UpdateStep of Baechi Fig. 6 is
+    §3.1 places a whole group where its first op goes. A group's sources (variables, constants:
+    no inputs) are ready at time 0, so one of them would decide where the group's compute ops
+    run before their inputs exist. A source of a group that a member with an input from outside
+    should decide (``rlplace.coarsen.deferred_sets``) therefore waits until a member decides the
+    group's device, and then joins it there, as the fused Step/UpdateStep of Baechi Fig. 6 is
     placed by its schedulable time. Should every ready op be such a source (a member can only
     start after it), the waiting sources become ready as usual."""
     n = work.num_ops
@@ -234,10 +237,8 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     np.maximum.at(max_temp, owner, work.temporary_bytes[group_members])
     np.maximum.at(group_extra, owner, work.output_total[group_members])
     group_extra += max_temp
-    held = np.zeros(n, dtype=bool)
-    if defer_sources and k:
-        set_of = np.where(group_of >= 0, group_of, k + np.arange(n))  # an op outside the groups: a set of its own
-        held = (np.diff(work.in_ptr) == 0) & deferred_sets(work, set_of)[set_of]
+    set_of = np.where(group_of >= 0, group_of, k + np.arange(n))  # an op outside the groups: a set of its own
+    held = (np.diff(work.in_ptr) == 0) & deferred_sets(work, set_of)[set_of]
     m = new_model(work, cluster, placer=True)
     _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, caps,
               fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None, held)
