@@ -46,7 +46,6 @@ def timing_table(sizes: list[int], cluster: Cluster) -> list[dict]:
             for variant, options in (("off", OPTIMIZER_OFF.get(name)), ("on", OPTIMIZER_ON.get(name))):
                 if variant == "on" and options is None:
                     continue
-                make_placer(name, **(options or {})).place(layered(200, seed=1), cluster)  # compile
                 rows.append({**run_placer(name, graph, cluster, options), "optimizer": variant if options else "-"})
     return rows
 

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from rlplace.cluster import Cluster
 from rlplace.coarsen import CoarseGraph
@@ -121,3 +122,27 @@ def test_groups_are_numbered_so_that_quotient_op_j_is_group_j():
     # a grouping with a cycle keeps first-op numbering (and its quotient is refused)
     cyclic = CoarseGraph.from_labels(linear_regression(), CoarseGraph.colocation(linear_regression()).group_of)
     assert cyclic.group_of.tolist() == CoarseGraph.colocation(linear_regression()).group_of.tolist()
+
+
+@settings(max_examples=30, derandomize=True)
+@given(seed=st.integers(0, 2**20), continuous=st.booleans(), coplacement=st.booleans(), block=st.integers(1, 6))
+def test_quotient_is_the_graph_its_own_records_make(seed, continuous, coplacement, block):
+    """The quotient of a topologically numbered grouping is built from arrays, without
+    ``from_records``' checks and sorting: it must be exactly the graph ``from_records`` makes of
+    its ops and edges (validated, same op order, same edge order, same tensors), for the graph
+    optimizer's groupings and for runs of ``block`` ops by index."""
+    from conftest import training_graph
+    from rlplace.coarsen import GraphOptimizer
+    from rlplace.graph import OpGraph
+
+    g = training_graph(seed, continuous)
+    for cg in (GraphOptimizer(coplacement=coplacement).optimize(g), CoarseGraph.from_labels(g, np.arange(g.num_ops) // block)):
+        q = cg.quotient()
+        ref = OpGraph.from_records([q.op_record(i) for i in range(q.num_ops)], q.edge_records(), name=q.name)
+        assert q.names == ref.names and q.output_bytes == ref.output_bytes
+        assert q.colocation_group == ref.colocation_group and q.op_type == ref.op_type and q.layer == ref.layer
+        for key in ("compute_time", "persistent_bytes", "temporary_bytes", "forward_op", "edge_src", "edge_dst",
+                    "edge_bytes", "edge_src_output", "in_edges", "in_ptr", "out_ptr", "tensor_src", "tensor_port",
+                    "tensor_bytes", "tensor_output_bytes", "unread_output_bytes"):
+            assert np.array_equal(getattr(q, key), getattr(ref, key)), key
+            assert getattr(q, key).dtype == getattr(ref, key).dtype, key
