@@ -53,7 +53,8 @@ def markdown(cases: list[dict], seconds: float) -> str:
              f"Made by `experiments/fig8_ties.py` in {seconds / 60:.1f} min (2 shared cores). Cluster `baechi_2080`, "
              "graphs and placers of `conf/table/baechi_fig8.yaml` with the graph optimizer's defaults. "
              "Cells: step time / the unperturbed placement's, min – max [mean] over the seeds.", "",
-             "| model | placer | unperturbed (ms) | / lower bound | p = 1e-6 | p = 0.2 |", "|---|---|---:|---:|---|---|"]
+             "| model | placer | unperturbed (ms) | / lower bound | p = 1e-6 | p = 0.2 |",
+             "|---|---|---:|---:|---|---|"]
     for c in cases:
         cells = []
         for p in PS:

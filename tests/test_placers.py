@@ -136,7 +136,8 @@ def test_quotient_is_the_graph_its_own_records_make(seed, continuous, coplacemen
     from rlplace.graph import OpGraph
 
     g = training_graph(seed, continuous)
-    for cg in (GraphOptimizer(coplacement=coplacement).optimize(g), CoarseGraph.from_labels(g, np.arange(g.num_ops) // block)):
+    blocks = CoarseGraph.from_labels(g, np.arange(g.num_ops) // block)
+    for cg in (GraphOptimizer(coplacement=coplacement).optimize(g), blocks):
         q = cg.quotient()
         ref = OpGraph.from_records([q.op_record(i) for i in range(q.num_ops)], q.edge_records(), name=q.name)
         assert q.names == ref.names and q.output_bytes == ref.output_bytes
