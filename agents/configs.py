@@ -144,6 +144,9 @@ class WarmStartConfig:
                                         # the best placement so far if it improved (0: off)
     self_imitation_steps: int = allowed(20, COUNT)   # (c) most gradient steps of each such clone
     self_imitation_lr: float = allowed(1e-3, SECONDS)   # (c) Adam; bc_lr's 0.01 tears a trained policy apart
+    self_imitation_changed_units: float = allowed(0.0, Allowed(float, low=0))   # (c) > 0: after every
+                                        # update, steer the policy's sampling temperature so that samples
+                                        # move about this many units off the best placement (0: fixed)
 
 
 @dataclass

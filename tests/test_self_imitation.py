@@ -101,3 +101,47 @@ def test_colder_mars_samples_stray_less_from_the_greedy_placement(env):
             sample = policy.sample(200, torch.Generator().manual_seed(2))
         changed[temperature] = float((sample.actions != policy.greedy()).sum(dim=1).float().mean())
     assert changed[0.2] < 0.5 * changed[1.0]
+
+
+def test_the_temperature_is_steered_towards_the_target_and_resumes(tmp_path):
+    """Samples far from the best placement cool the policy, samples on it warm it; a resumed
+    run continues with the temperature it had; a policy without one is refused."""
+    from rlplace.agents.base import Batch
+    from rlplace.agents.trainer import steer_temperature
+
+    env = PlacementEnv(layered(19, width=3, seed=3), "mars_p100")
+    policy = policy_for(env)
+    progress = Progress()
+    progress.record(np.zeros(env.num_units, dtype=int), 0.01, True)
+    far = torch.ones(4, env.num_units, dtype=torch.long)
+    batch = lambda actions: Batch(policy.sample(4), torch.zeros(4), torch.zeros(4), torch.ones(4, dtype=bool))  # noqa: E731
+    moved = batch(far)
+    moved.sample.actions = far                           # every unit off the best
+    assert steer_temperature(policy, moved, progress, target=2.0)["temperature"] < 1.0
+    cooled = policy.temperature
+    on_best = batch(far)
+    on_best.sample.actions = torch.zeros_like(far)       # nothing off the best
+    assert steer_temperature(policy, on_best, progress, target=2.0)["temperature"] > cooled
+    assert progress.temperature == policy.temperature
+    assert steer_temperature(policy, on_best, progress, target=0.0) == {}
+
+    graph, cluster = layered(30, seed=1), load_preset("mars_p100")
+    mars = {"encoder_hidden": 8, "placer_hidden": 16, "segment_size": 4, "pretrain": False}
+
+    def run(out, agent="mars", **options):
+        warm = WarmStartConfig(placer="heft", first_sample=True, self_imitation_every=1, self_imitation_steps=2,
+                               self_imitation_changed_units=3.0)
+        config = TrainConfig(agent=agent, algorithm="ppo" if agent == "mars" else "reinforce", samples=4,
+                             policy=mars if agent == "mars" else {}, budget_placements=25, checkpoint_every=2,
+                             progress=False, plots=False, seed=1, warm_start=warm, **options)
+        return train(graph, cluster, SimBackend(), config, tmp_path / out)
+
+    full = run("full")
+    run("cut", stop_after_updates=3)
+    run("cut", resume=True)
+    a, b = (read_checkpoint(tmp_path / d / "checkpoint.pt").progress for d in ("full", "cut"))
+    assert a["step_times"] == b["step_times"] and a["temperature"] == b["temperature"] != 1.0
+    assert full["evaluated"] == 25
+    from rlplace.errors import ConfigError
+    with pytest.raises(ConfigError, match="self_imitation_changed_units"):
+        run("hp", agent="hierarchical")
