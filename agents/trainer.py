@@ -263,7 +263,8 @@ def self_imitate(policy, progress: Progress, ws: WarmStartConfig) -> dict[str, f
         return {"self_imitation_steps": 0.0} if every else {}
     progress.imitated_step_time = progress.best_step_time
     clone = replace(ws, bc_steps=ws.self_imitation_steps, bc_lr=ws.self_imitation_lr)
-    return {"self_imitation_steps": float(behaviour_clone(policy, torch.as_tensor(progress.best_actions), clone)["bc_steps"])}
+    steps = behaviour_clone(policy, torch.as_tensor(progress.best_actions), clone)["bc_steps"]
+    return {"self_imitation_steps": float(steps)}
 
 
 def steer_temperature(policy, batch: Batch, progress: Progress, target: float, gain: float = 0.3,

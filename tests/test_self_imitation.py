@@ -7,11 +7,13 @@ import torch
 
 from rlplace.agents.configs import WarmStartConfig
 from rlplace.agents.policies.mars import MarsConfig, MarsPolicy
+from rlplace.agents.base import Batch
 from rlplace.agents.checkpoint import read_checkpoint
-from rlplace.agents.trainer import Progress, TrainConfig, self_imitate, train
+from rlplace.agents.trainer import Progress, TrainConfig, self_imitate, steer_temperature, train
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.envs import PlacementEnv
+from rlplace.errors import ConfigError
 from rlplace.zoo import layered
 
 torch.set_num_threads(1)
@@ -106,21 +108,21 @@ def test_colder_mars_samples_stray_less_from_the_greedy_placement(env):
 def test_the_temperature_is_steered_towards_the_target_and_resumes(tmp_path):
     """Samples far from the best placement cool the policy, samples on it warm it; a resumed
     run continues with the temperature it had; a policy without one is refused."""
-    from rlplace.agents.base import Batch
-    from rlplace.agents.trainer import steer_temperature
-
     env = PlacementEnv(layered(19, width=3, seed=3), "mars_p100")
     policy = policy_for(env)
     progress = Progress()
     progress.record(np.zeros(env.num_units, dtype=int), 0.01, True)
     far = torch.ones(4, env.num_units, dtype=torch.long)
-    batch = lambda actions: Batch(policy.sample(4), torch.zeros(4), torch.zeros(4), torch.ones(4, dtype=bool))  # noqa: E731
-    moved = batch(far)
-    moved.sample.actions = far                           # every unit off the best
+
+    def batch(actions):
+        sample = policy.sample(4)
+        sample.actions = actions
+        return Batch(sample, torch.zeros(4), torch.zeros(4), torch.ones(4, dtype=bool))
+
+    moved = batch(far)                                   # every unit off the best
     assert steer_temperature(policy, moved, progress, target=2.0)["temperature"] < 1.0
     cooled = policy.temperature
-    on_best = batch(far)
-    on_best.sample.actions = torch.zeros_like(far)       # nothing off the best
+    on_best = batch(torch.zeros_like(far))               # nothing off the best
     assert steer_temperature(policy, on_best, progress, target=2.0)["temperature"] > cooled
     assert progress.temperature == policy.temperature
     assert steer_temperature(policy, on_best, progress, target=0.0) == {}
@@ -142,6 +144,5 @@ def test_the_temperature_is_steered_towards_the_target_and_resumes(tmp_path):
     a, b = (read_checkpoint(tmp_path / d / "checkpoint.pt").progress for d in ("full", "cut"))
     assert a["step_times"] == b["step_times"] and a["temperature"] == b["temperature"] != 1.0
     assert full["evaluated"] == 25
-    from rlplace.errors import ConfigError
     with pytest.raises(ConfigError, match="self_imitation_changed_units"):
         run("hp", agent="hierarchical")
