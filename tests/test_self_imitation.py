@@ -33,8 +33,9 @@ def policy_for(env, **options) -> MarsPolicy:
 def test_self_imitation_clones_the_best_placement_so_far_when_due(env):
     policy = policy_for(env)
     rng = np.random.default_rng(0)
-    best, latest = (rng.integers(0, env.num_devices, env.num_units) for _ in range(2))
+    first, best, latest = (rng.integers(0, env.num_devices, env.num_units) for _ in range(3))
     progress = Progress()
+    progress.record(first, 0.030, True)
     progress.record(best, 0.010, True)
     progress.record(latest, 0.020, True)     # sampled later, but slower
     ws = WarmStartConfig(self_imitation_every=2, self_imitation_steps=300, self_imitation_lr=0.02)
