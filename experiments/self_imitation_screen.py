@@ -31,6 +31,7 @@ RUNS = {  # csv name: (overrides, seed)
     "mars_sil_fixed_temperature": (f"{MARS} {SIL}", 0),
     "mars_sil_steered_seed0": (f"{MARS} {SIL} warm_start.self_imitation_changed_units=50", 0),
     "mars_sil_steered_seed1": (f"{MARS} {SIL} warm_start.self_imitation_changed_units=50", 1),
+    "mars_sil_steered_seed2": (f"{MARS} {SIL} warm_start.self_imitation_changed_units=50", 2),
     "hp_base": (HP, 0),
     "hp_sil_c10": (f"{HP} agent.policy.tanh_constant=10 {SIL}", 0),
 }
