@@ -76,6 +76,8 @@ class MarsConfig:
     transformer_layers: int = 2          # not given by Mars or GDP for this scale
     transformer_heads: int = 4           # not given by Mars or GDP for this scale
     pretrain: bool = True                # Mars §3.2; false: Table 2's "Mars (no pre-training)"
+    temperature: float = 1.0             # not in Mars: the decisions' softmax is over logits / temperature;
+                                         # < 1 keeps samples closer to the greedy placement
     type_buckets: int = 0                # 0: one-hot over this graph's op types; N > 0: op types
                                          # hashed into N buckets, a vocabulary all graphs share, so
                                          # every weight transfers to another graph (Table 3)
@@ -89,6 +91,8 @@ class MarsConfig:
             raise ConfigError(f"agent.placer must be one of {list(PLACERS)}, got {self.placer!r}")
         if self.type_buckets < 0:
             raise ConfigError(f"agent.type_buckets must be >= 0, got {self.type_buckets}")
+        if not self.temperature > 0:
+            raise ConfigError(f"agent.temperature must be > 0, got {self.temperature}")
         if self.segment_size < 1:
             raise ConfigError(f"agent.segment_size must be positive, got {self.segment_size}")
         if self.placer_hidden % 2:
@@ -124,7 +128,8 @@ class PPOConfig:
 @dataclass
 class WarmStartConfig:
     """A warm start from an algorithmic placer (rlplace.agents.warmstart): (a) behaviour
-    cloning, (b) the heuristic's placement as the first sample."""
+    cloning, (b) the heuristic's placement as the first sample; and (c) self-imitation during
+    training, cloning the best placement found so far with (a)'s options."""
 
     placer: Optional[str] = None        # None: cold start; a placer name, or best
     placer_options: dict = field(default_factory=dict)
@@ -135,6 +140,13 @@ class WarmStartConfig:
     bc_target_accuracy: float = allowed(1.0, Allowed(float, low=0, high=1))  # stop once the greedy
                                         # placement agrees on this share of units
     bc_check_every: int = allowed(10, COUNT)
+    self_imitation_every: int = allowed(0, Allowed(int, low=0))   # (c) every this many updates, clone
+                                        # the best placement so far if it improved (0: off)
+    self_imitation_steps: int = allowed(20, COUNT)   # (c) most gradient steps of each such clone
+    self_imitation_lr: float = allowed(1e-3, SECONDS)   # (c) Adam; bc_lr's 0.01 tears a trained policy apart
+    self_imitation_changed_units: float = allowed(0.0, Allowed(float, low=0))   # (c) > 0: after every
+                                        # update, steer the policy's sampling temperature so that samples
+                                        # move about this many units off the best placement (0: fixed)
 
 
 @dataclass

@@ -16,7 +16,8 @@ The verdict compares medians over the seeds: gain = 1 - median(learned) / median
 seed's 2,000-placement run continues its 500-placement run (``resume=true``: the trainer
 continues exactly as if it had not stopped, and nothing in it depends on the budget), so its
 numbers at 500 and 2,000 come from one run. Agents: ``learned_targets.HP`` and
-``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128).
+``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128), and ``mars_sil``,
+Mars with self-imitation and a steered temperature (``MARS_SIL``).
 
 Graphs (``GRAPHS``), all on the Mars cluster ``mars_p100`` (4 × 12 GB P100): the Baechi authors'
 GNMT profile; our GNMT-4 and BERT (TensorFlow zoo, analytical P100 costs) at sizes where
@@ -85,7 +86,11 @@ GRAPHS: dict[str, list[str]] = {
     "bert": ["zoo=bert", CLUSTER],
     "layered": ["graph=layered", "graph.num_ops=2000", "graph.seed=0", CLUSTER],
 }
-AGENTS = {"hp": HP, "mars": MARS}
+# Mars with self-imitation (``warm_start.self_imitation_every``): the best placement so far is
+# cloned after every update that found a better one, and the sampling temperature steered so that
+# samples move ~50 units (of ~1,600 on the GNMT profile) off it (issue 16 item 3).
+MARS_SIL = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_changed_units=50"]
+AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL}
 STARTS = {"warm": WARM, "cold": []}
 BUDGETS = (500, 2000)
 WARM_GAIN = 0.03       # warm: learned at least 3% faster than the search

@@ -201,6 +201,7 @@ class MarsPolicy(nn.Module):
                 segment = config.segment_size if config.placer == "segment_seq2seq" else max(x.shape[0], 1)
                 self.placer = SegmentSeq2SeqPlacer(config.encoder_hidden, config.placer_hidden, num_devices, segment)
         self.pretraining: PretrainResult | None = None
+        self.temperature = config.temperature   # the trainer may steer it (warm_start.self_imitation_changed_units)
 
     @classmethod
     def from_env(cls, env, config: MarsConfig = MarsConfig(), device: torch.device = torch.device("cpu")) -> MarsPolicy:
@@ -232,12 +233,13 @@ class MarsPolicy(nn.Module):
         teacher-forced or chosen by noise."""
         embeddings = self.encoder(self.x, self.edge_index)
         chosen, logits = self.placer(embeddings, k, actions, noise)
-        log_p = torch.log_softmax(logits, dim=-1)
+        log_p = torch.log_softmax(logits / self.temperature, dim=-1)
         return chosen, log_p.gather(-1, chosen[..., None])[..., 0], -(log_p.exp() * log_p).sum(dim=-1)
 
     def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
         u = uniform((k, self.num_units, self.num_devices), generator, self.x.device).clamp_min(1e-20)
-        actions, log_probs, entropy = self._decide(k, noise=-torch.log(-torch.log(u)))
+        # argmax(logits / T + Gumbel) = argmax(logits + T · Gumbel): a sample of softmax(logits / T)
+        actions, log_probs, entropy = self._decide(k, noise=-torch.log(-torch.log(u)) * self.temperature)
         return Sample(actions, log_probs.sum(dim=1), entropy.sum(dim=1), unit_log_probs=log_probs)
 
     def log_prob(self, actions: torch.Tensor, extras: dict[str, torch.Tensor] | None = None,

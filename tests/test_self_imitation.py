@@ -1,0 +1,149 @@
+"""Options that keep a warm-started learned placer exploring around good placements: the
+trainer's self-imitation (``warm_start.self_imitation_every``) and Mars' sampling temperature."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlplace.agents.configs import WarmStartConfig
+from rlplace.agents.policies.mars import MarsConfig, MarsPolicy
+from rlplace.agents.base import Batch
+from rlplace.agents.checkpoint import read_checkpoint
+from rlplace.agents.trainer import Progress, TrainConfig, self_imitate, steer_temperature, train
+from rlplace.backends import SimBackend
+from rlplace.cluster import load_preset
+from rlplace.envs import PlacementEnv
+from rlplace.errors import ConfigError
+from rlplace.zoo import layered
+
+torch.set_num_threads(1)
+SMALL = dict(encoder_hidden=16, placer_hidden=24, pretrain=False, segment_size=8)
+
+
+@pytest.fixture(scope="module")
+def env():
+    return PlacementEnv(layered(19, width=3, seed=3), "mars_p100")
+
+
+def policy_for(env, **options) -> MarsPolicy:
+    torch.manual_seed(0)
+    return MarsPolicy.from_env(env, MarsConfig(**{**SMALL, **options}))
+
+
+def test_self_imitation_clones_the_best_placement_so_far_when_due(env):
+    policy = policy_for(env)
+    rng = np.random.default_rng(0)
+    first, best, latest = (rng.integers(0, env.num_devices, env.num_units) for _ in range(3))
+    progress = Progress()
+    progress.record(first, 0.030, True)
+    progress.record(best, 0.010, True)
+    progress.record(latest, 0.020, True)     # sampled later, but slower
+    ws = WarmStartConfig(self_imitation_every=2, self_imitation_steps=300, self_imitation_lr=0.02)
+
+    progress.updates = 1                     # not due
+    assert self_imitate(policy, progress, ws) == {"self_imitation_steps": 0.0}
+    progress.updates = 2
+    assert self_imitate(policy, progress, ws)["self_imitation_steps"] > 0
+    assert policy.greedy().tolist() == best.tolist()
+    assert progress.imitated_step_time == 0.010
+
+    before = [p.clone() for p in policy.parameters()]
+    progress.updates = 4                     # due, but the best has not improved since
+    assert self_imitate(policy, progress, ws) == {"self_imitation_steps": 0.0}
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+    assert self_imitate(policy, progress, WarmStartConfig()) == {}   # off
+
+
+def test_self_imitation_in_training_is_seeded_and_resumes_exactly(tmp_path):
+    graph, cluster = layered(30, seed=1), load_preset("baechi_2080")
+
+    def run(out, every=2, **options):
+        warm = WarmStartConfig(placer="heft", behaviour_cloning=True, first_sample=True, bc_steps=5,
+                               self_imitation_every=every, self_imitation_steps=3)
+        config = TrainConfig(policy={"num_groups": 8, "placer_hidden": 16, "noise_steps": 3}, budget_placements=40,
+                             checkpoint_every=4, progress=False, plots=False, seed=3, warm_start=warm,
+                             algorithm_options={"valid_only_after": 5}, **options)
+        train(graph, cluster, SimBackend(), config, tmp_path / out)
+        return read_checkpoint(tmp_path / out / "checkpoint.pt")
+
+    full = run("full")
+    assert run("cut", stop_after_updates=5).progress["evaluated"] == 17   # the checkpoint of update 4
+    resumed = run("cut", resume=True)
+    assert resumed.progress["step_times"] == full.progress["step_times"]
+    assert resumed.progress["imitated_step_time"] == full.progress["imitated_step_time"]
+    assert full.progress["best_step_time"] <= full.progress["imitated_step_time"] < float("inf")
+    for key, value in full.policy.items():
+        assert torch.equal(value, resumed.policy[key]), key
+    assert run("off", every=0).progress["step_times"] != full.progress["step_times"]  # it does something
+
+
+@pytest.mark.parametrize("temperature", [0.3, 3.0])
+def test_mars_samples_follow_the_softmax_at_its_temperature(env, temperature):
+    """Sampled devices of the first unit are distributed as the log probabilities the sample
+    reports (softmax of logits / temperature), which PPO's ratios rely on."""
+    policy = policy_for(env, temperature=temperature)
+    with torch.no_grad():
+        policy.placer.out.weight.mul_(30.0)  # logits far from uniform, so the temperature matters
+        policy.placer.out.bias.copy_(torch.arange(env.num_devices, dtype=torch.float32))
+        sample = policy.sample(4000, torch.Generator().manual_seed(1))
+    first = sample.actions[:, 0]
+    reported = torch.zeros(env.num_devices)
+    reported[first] = sample.unit_log_probs[:, 0].exp()
+    frequency = torch.bincount(first, minlength=env.num_devices).float() / len(first)
+    assert torch.allclose(frequency, reported, atol=0.03)
+    rescored, _ = policy.log_prob(sample.actions, per_unit=True)
+    assert torch.allclose(rescored, sample.unit_log_probs, atol=1e-5)
+
+
+def test_colder_mars_samples_stray_less_from_the_greedy_placement(env):
+    changed = {}
+    for temperature in (0.2, 1.0):
+        policy = policy_for(env, temperature=temperature)
+        with torch.no_grad():
+            policy.placer.out.weight.mul_(30.0)
+            sample = policy.sample(200, torch.Generator().manual_seed(2))
+        changed[temperature] = float((sample.actions != policy.greedy()).sum(dim=1).float().mean())
+    assert changed[0.2] < 0.5 * changed[1.0]
+
+
+def test_the_temperature_is_steered_towards_the_target_and_resumes(tmp_path):
+    """Samples far from the best placement cool the policy, samples on it warm it; a resumed
+    run continues with the temperature it had; a policy without one is refused."""
+    env = PlacementEnv(layered(19, width=3, seed=3), "mars_p100")
+    policy = policy_for(env)
+    progress = Progress()
+    progress.record(np.zeros(env.num_units, dtype=int), 0.01, True)
+    far = torch.ones(4, env.num_units, dtype=torch.long)
+
+    def batch(actions):
+        sample = policy.sample(4)
+        sample.actions = actions
+        return Batch(sample, torch.zeros(4), torch.zeros(4), torch.ones(4, dtype=bool))
+
+    moved = batch(far)                                   # every unit off the best
+    assert steer_temperature(policy, moved, progress, target=2.0)["temperature"] < 1.0
+    cooled = policy.temperature
+    on_best = batch(torch.zeros_like(far))               # nothing off the best
+    assert steer_temperature(policy, on_best, progress, target=2.0)["temperature"] > cooled
+    assert progress.temperature == policy.temperature
+    assert steer_temperature(policy, on_best, progress, target=0.0) == {}
+
+    graph, cluster = layered(30, seed=1), load_preset("mars_p100")
+    mars = {"encoder_hidden": 8, "placer_hidden": 16, "segment_size": 4, "pretrain": False}
+
+    def run(out, agent="mars", **options):
+        warm = WarmStartConfig(placer="heft", first_sample=True, self_imitation_every=1, self_imitation_steps=2,
+                               self_imitation_changed_units=3.0)
+        config = TrainConfig(agent=agent, algorithm="ppo" if agent == "mars" else "reinforce", samples=4,
+                             policy=mars if agent == "mars" else {}, budget_placements=25, checkpoint_every=2,
+                             progress=False, plots=False, seed=1, warm_start=warm, **options)
+        return train(graph, cluster, SimBackend(), config, tmp_path / out)
+
+    full = run("full")
+    run("cut", stop_after_updates=3)
+    run("cut", resume=True)
+    a, b = (read_checkpoint(tmp_path / d / "checkpoint.pt").progress for d in ("full", "cut"))
+    assert a["step_times"] == b["step_times"] and a["temperature"] == b["temperature"] != 1.0
+    assert full["evaluated"] == 25
+    with pytest.raises(ConfigError, match="self_imitation_changed_units"):
+        run("hp", agent="hierarchical")
