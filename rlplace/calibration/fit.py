@@ -43,8 +43,8 @@ LATENCY_UNIT = 1e-5   # s: the latency parameter is fitted in these units
 BYTE_UNIT = 1e-10     # s/B (10 GB/s)
 PRIOR = 0.1
 LATENCY_GRID = np.concatenate([[0.0], np.geomspace(1e-6, 1e-3, 7)])
-BYTE_GRID = np.array([0.0, 1e-10])
-STARTS = 2
+BYTE_GRID = np.concatenate([[0.0], np.geomspace(1e-11, 1e-9, 5)])
+STARTS = 4
 OTHER = "other"
 
 
