@@ -69,3 +69,13 @@ def test_merge_from_the_command_line_rewrites_the_table(tmp_path, capsys):
         E.main(["--results", str(out), "--merge", str(tmp_path / "c")])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("bound, expected", [(0.0975, "not met (the target is under the lower bound)"),
+                                             (0.05, "not met")])
+def test_a_warm_target_under_the_lower_bound_is_said_so(bound, expected):
+    """3% under the search's 0.099 is 0.09603: a graph whose lower bound is above that cannot meet it."""
+    cells = {"layered/mars/warm": {"0": seed_record({500: 0.098}, 500)}}
+    rows = E.cell_rows(summary(cells, graph={**GRAPH, "lower_bound": bound}), ["layered"], ["mars"], ["warm"],
+                       [500], [0])
+    assert rows[0]["verdict"] == expected
