@@ -188,11 +188,18 @@ def release_at(releases, d, t, nbytes):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def release_until(releases, memory, t):  # pragma: no cover - compiled
     """Apply every known release due at or before ``t``."""
-    cap = len(releases.time) // len(releases.size)
     for d in range(len(releases.size)):
-        while releases.size[d] > 0 and releases.time[d * cap] <= t:
-            _, r, releases.size[d] = pop(releases.time, releases.ident, d * cap, releases.size[d])
-            memory.live[d] -= releases.nbytes[r]
+        release_on_until(releases, memory, d, t)
+
+
+@numba.njit(cache=True)
+def release_on_until(releases, memory, d, t):  # pragma: no cover - compiled
+    """Apply every known release on device ``d`` due at or before ``t`` (for a placer whose
+    time runs forward per device, not across devices)."""
+    cap = len(releases.time) // len(releases.size)
+    while releases.size[d] > 0 and releases.time[d * cap] <= t:
+        _, r, releases.size[d] = pop(releases.time, releases.ident, d * cap, releases.size[d])
+        memory.live[d] -= releases.nbytes[r]
 
 
 @numba.njit(cache=True)
