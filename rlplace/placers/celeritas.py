@@ -5,19 +5,31 @@ Costs follow the paper: ``w_i`` is an op's ``compute_time`` (reference device) a
 cluster CommModel's transfer time of the edge's bytes. The placers work on the coarse graph that
 fusion builds (``CoarseGraph.quotient``), or on the op graph itself with ``fusion=False``.
 
-Memory is estimated dynamically, in the spirit of Baechi's execution simulator (Baechi §4.2):
-walking the nodes in placement order, a device holds the persistent bytes of its nodes, each
-output until every reader of it has been placed, and every copy it has received (to the end of
-the step: the simulator receives a copy as soon as its producer ends, often long before the
-reader runs, so freeing copies in placement order underestimates). A node fits on a device if
+Adjusting Placement runs on the execution model the simulator runs (``rlplace.schedule``), in
+time order (``in_time``, the default; ``_adjust_in_time``): Eq. 7-9 decide each node's device as
+the paper has them, but nodes are taken when they can start, not in CPD-TOPO order, and a device
+runs its nodes one after another instead of inserting them into idle slots. The simulator, like
+TensorFlow's executor, runs whichever op is ready first: a plan that inserts nodes out of time
+order is not what runs (on layered DAGs the paper's plan predicts 1.2x the lower bound and the
+simulator runs its placement at 1.4-1.7x). Memory is then the simulator's, from the placer's
+own schedule (m-ETF's ledger: outputs held until their last reader ends and their transfers are
+done, received copies until their last reader there ends), so a node goes only where it fits at
+the time it runs; ``fits`` says whether the simulator ran the placement returned within memory
+(``rlplace.placers.fit`` places again with a smaller budget where it did not).
+
+The paper's plan (``in_time=False``, and Order-Place) estimates memory in placement order:
+a device holds the persistent bytes of its nodes, each output until every reader of it has been
+placed, and every copy it has received (to the end of the step: the simulator receives a copy
+as soon as its producer ends, often long before the reader runs). A node fits on a device if
 that, plus its own temporary bytes, outputs nobody reads (for a fused node: every tensor that
 stays inside it) and the copies it would receive, stays within ``memory_fraction`` of the
 device's memory. Colocation is co-adjusted (Baechi §3.1, Celeritas §6.1): the first node of a
 colocation group reserves the group's persistent bytes and its members' run-time bytes on its
-device (released member by member as they are placed) and pins the rest of the group there.
-A fused node holds ops of many colocation groups, so on the coarse graph colocation is applied
-to the ops instead: each group follows its member placed first (``follow_first_placed``). The
-placer's own schedule does not see those moves (mostly variable reads and updates).
+device (released member by member as they are placed; in time order, Baechi §4.2's largest
+temporary plus largest output) and pins the rest of the group there. A fused node holds ops of
+many colocation groups, so on the coarse graph colocation is applied to the ops instead: each
+group follows its member placed first (``follow_first_placed``). The placer's own schedule does
+not see those moves (mostly variable reads and updates).
 """
 
 from __future__ import annotations
@@ -314,13 +326,15 @@ class OrderPlacer(_CeleritasPlacer):
 @register("celeritas")
 @dataclass
 class CeleritasPlacer(_CeleritasPlacer):
-    """Adjusting Placement (Celeritas §5.2, Algorithm 2, Eq. 7-9): each node of the coarse graph,
-    in CPD-TOPO order, stays on the device of the previous node unless another device would let
-    it start earlier by more than ``back_cost`` (its largest outgoing transfer time). Start times
-    come from insertion into the devices' idle slots; devices without room are skipped; when none
-    has room, the least used device is taken (best effort). Transfers are sent once per (tensor,
-    device); with a ``sequential`` CommModel they queue on the sender's send and the receiver's
-    receive channel, the paper's data-transmission tasks (§6.1)."""
+    """Adjusting Placement (Celeritas §5.2, Algorithm 2, Eq. 7-9): each node of the coarse graph
+    stays on the device of the node before it in CPD-TOPO order unless another device would let
+    it start earlier by more than ``back_cost`` (its largest outgoing transfer time); devices
+    without room are skipped; when none has room, the one it overfills least is taken (best
+    effort). Nodes are placed in time order on the simulator's execution model (``in_time``; see
+    the module docstring), or with ``in_time=False`` in CPD-TOPO order with insertion into idle
+    slots, as the paper has it. Transfers are sent once per (tensor, device); with a
+    ``sequential`` CommModel they queue on the sender's send and the receiver's receive channel,
+    the paper's data-transmission tasks (§6.1)."""
 
     adjust: ClassVar[bool] = True
     name: ClassVar[str] = "celeritas"
