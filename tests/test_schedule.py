@@ -360,3 +360,23 @@ def test_fit_to_memory_places_again_with_the_placers_estimate_corrected():
     assert device.tolist() == [0, 1] and not simulate(g, c, device).oom
     assert budgets == [[100, 100], [1, 100]]
     assert fit_to_memory(place, g, c, np.array([100, 100]), rounds=1).tolist() == [0, 0]  # unchecked
+
+
+def test_fit_to_memory_corrects_gigabyte_budgets():
+    """On 16 GiB devices memory x planned bytes overflows int64: the corrected budget is still
+    memory x planned / simulated peak (12 GiB planned, 20 GiB found: 9.6 GiB), not 0."""
+    from rlplace.placers.fit import fit_to_memory
+
+    gib = 2**30
+    g = OpGraph.from_records([op("a", 1.0, out=[], persistent=10 * gib), op("b", 1.0, out=[], persistent=10 * gib)], [])
+    c = cluster(2, "parallel", memory=16 * gib)
+    budgets = []
+
+    def place(budget):
+        budgets.append(budget.tolist())
+        device = np.array([0, 0]) if budget[0] >= 16 * gib else np.array([0, 1])
+        return device, np.array([12 * gib, 0])
+
+    device = fit_to_memory(place, g, c, np.array([16 * gib, 16 * gib]), rounds=2)
+    assert device.tolist() == [0, 1]
+    assert budgets[1] == [int(16 * gib * 12 / 20), 16 * gib]

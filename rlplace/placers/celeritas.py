@@ -49,8 +49,8 @@ from rlplace.placers import register
 from rlplace.placers.fit import fit_to_memory
 from rlplace.schedule import Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
-from rlplace.schedule.ops import (arrival, book_inputs, duration, first_idle_slot, hold_op_memory, hold_persistent,
-                                  next_release, occupy, record_transfer, release_on_until, start, vacate)
+from rlplace.schedule.ops import (arrival, book_inputs, defer, duration, first_idle_slot, fits, hold_op_memory,
+                                  hold_persistent, newly_ready, occupy, overfill, record_transfer, release_on_until, start, vacate)
 from rlplace.sim import simulate
 
 
@@ -636,12 +636,10 @@ def _adjust_in_time(m, order, previous, cap, edge_cost, coloc, coloc_ptr, coloc_
     hf = np.empty(ndev * hcap)
     hi = np.empty(ndev * hcap, dtype=np.int64)  # CPD-TOPO rank
     hsize = np.zeros(ndev, dtype=np.int64)
-    fresh = np.empty(n, dtype=np.int64)
-    nfresh = 0
-    for v in range(n):
-        if npred[v] == 0:
-            fresh[nfresh] = v
-            nfresh += 1
+    fresh = np.empty(n, dtype=np.int64)  # ready, not yet in the heaps: the sources first
+    sources = np.flatnonzero(npred == 0)
+    nfresh = len(sources)
+    fresh[:nfresh] = sources
     placed = 0
     while placed < n:
         while nfresh > 0:  # newly ready nodes join the heaps of the devices they may go to
@@ -694,20 +692,15 @@ def _adjust_in_time(m, order, previous, cap, edge_cost, coloc, coloc_ptr, coloc_
             release_on_until(releases, memory, d, s)
             need = persistent + (coloc_extra[c] if c >= 0 else 0) + graph.alloc_at_start[v] + \
                 _received_bytes(graph, ops, sent, v, d)
-            if memory.live[d] + reserved[d] + need > cap[d] or memory.peak[d] + persistent > cap[d]:
-                if next_release(releases, d) < np.inf:
-                    not_before[v * ndev + d] = next_release(releases, d)
+            if not fits(memory, reserved, cap, d, need, persistent):
+                if not defer(releases, not_before, dropped, drop_count, v, d):
                     continue
-                dropped[v * ndev + d] = True
-                drop_count[v] += 1
-                if drop_count[v] < ndev:
-                    continue
-                over = np.inf  # it fits nowhere: the device it overfills least (best effort)
-                for d2 in range(ndev):
-                    extra = float(max(memory.live[d2] + reserved[d2] + need - _received_bytes(graph, ops, sent, v, d) +
-                                      _received_bytes(graph, ops, sent, v, d2), memory.peak[d2] + persistent) - cap[d2])
-                    if extra < over:
-                        over, d = extra, d2
+                own = need - _received_bytes(graph, ops, sent, v, d)
+                d = 0  # it fits nowhere: the device it overfills least (best effort)
+                for d2 in range(1, ndev):
+                    if overfill(memory, reserved, cap, d2, own + _received_bytes(graph, ops, sent, v, d2), persistent) < \
+                            overfill(memory, reserved, cap, d, own + _received_bytes(graph, ops, sent, v, d), persistent):
+                        d = d2
                 s = max(devices.avail[d], arrival(graph, ops, transfers, sent, channels, v, d, scratch))
         received = book_inputs(graph, ops, transfers, sent, channels, v, d)
         start(ops, devices, v, d, s, duration(graph.compute, devices.speed, v, d))
@@ -725,12 +718,7 @@ def _adjust_in_time(m, order, previous, cap, edge_cost, coloc, coloc_ptr, coloc_
                 reserved[d] -= coloc_extra[c]
         hold_persistent(memory, d, persistent)
         hold_op_memory(graph, ops, transfers, sent, memory, releases, v, received)
-        for e in range(graph.out_ptr[v], graph.out_ptr[v + 1]):
-            child = graph.edge_dst[e]
-            npred[child] -= 1
-            if npred[child] == 0:
-                fresh[nfresh] = child
-                nfresh += 1
+        nfresh = newly_ready(graph, npred, v, fresh, nfresh)
 
 
 @numba.njit(cache=True)
