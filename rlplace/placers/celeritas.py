@@ -220,27 +220,35 @@ class _CeleritasPlacer:
             raise ConfigError(f"{self.name}: memory_rounds must be an integer >= 1, got {self.memory_rounds!r}")
         cap = np.floor(self.memory_fraction * cluster.memory).astype(np.int64)
         best = None
+        rounds = {}  # each placement tried: what the placer knew of it
         for fuse in (True, False) if self.fusion and self.fusion_fallback else (self.fusion,):
-            device = fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, fuse),
+            device = fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, fuse, rounds),
                                    graph, cluster, cap, self.memory_rounds)
             result = simulate(graph, cluster, device)
             outcome = (result.oom, result.step_time)
             if best is None or outcome < best[0]:
-                best = outcome, device, (self.nodes_placed, self.planned_peak, self.own_schedule,
-                                         self.own_peak_memory)
-        (oom, _), device, (self.nodes_placed, self.planned_peak, self.own_schedule, self.own_peak_memory) = best
+                best = outcome, device
+        (oom, _), device = best
+        self.nodes_placed, self.planned_peak, self.own_schedule, self.own_peak_memory = rounds[device.tobytes()]
         self.fits = not oom
         return Placement(device)
 
-    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray,
-                      fuse: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray, fuse: bool,
+                      rounds: dict) -> tuple[np.ndarray, np.ndarray]:
         """One device per op within ``cap`` (of the fused graph's nodes with ``fuse``), and the
-        peak bytes per device the placer planned."""
+        peak bytes per device the placer planned; ``rounds[device bytes]`` keeps the node count,
+        that peak, the own schedule and its peak memory (of the first way it came to a placement)."""
+        device = self._place_nodes(graph, cluster, cap, fuse)
+        rounds.setdefault(device.tobytes(), (self.nodes_placed, self.planned_peak, self.own_schedule, self.own_peak_memory))
+        return device, self.planned_peak
+
+    def _place_nodes(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray, fuse: bool) -> np.ndarray:
+        """One device per op: the graph (``fuse``: its fused nodes) placed within ``cap``."""
         if not fuse or graph.num_ops == 0:
             device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes,
                                           cpd_topo(graph, cluster))
             self.nodes_placed = graph.num_ops
-            return device, self.planned_peak
+            return device
         coarse = optimal_fusion(graph, cluster, self.exploration_range,
                                 self.fusion_memory_fraction * float(cap.min()), self.fusion_keeps_parallelism)
         # A fused node holds ops of many colocation groups; pinning whole nodes to their groups'
@@ -254,7 +262,7 @@ class _CeleritasPlacer:
         self.nodes_placed = q.num_ops
         rank = np.empty(q.num_ops, dtype=np.int64)
         rank[order] = np.arange(q.num_ops)
-        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of]), self.planned_peak
+        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of])
 
     def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray, transient: np.ndarray,
                      order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
