@@ -338,7 +338,7 @@ def test_m_etfs_memory_accounting_on_one_device_is_the_simulators(g, memory_mode
 
 
 OWN_SCHEDULE = [("m_etf", ETF_OFF), ("m_sct", ETF_OFF), ("heft", {}), ("celeritas", dict(fusion=False)),
-                ("order_place", dict(fusion=False))]
+                ("celeritas", dict(fusion=False, in_time=False)), ("order_place", dict(fusion=False))]
 
 
 @given(timed_dags(), st.integers(1, 4), st.sampled_from(["parallel", "sequential"]),
@@ -346,8 +346,9 @@ OWN_SCHEDULE = [("m_etf", ETF_OFF), ("m_sct", ETF_OFF), ("heft", {}), ("celerita
 def test_a_placers_own_schedule_is_a_schedule_of_its_placement(g, ndev, mode, placer):
     """Where a placer's own schedule may differ from the simulator's (documented on each: m-ETF
     and m-SCT book a sequential transfer when they place its reader, the simulator when its
-    producer ends; m-SCT keeps a device for a favorite child; HEFT and Celeritas insert ops and
-    transfers into idle slots), it is still a schedule of the same placement: every op after its
+    producer ends; m-SCT keeps a device for a favorite child, Celeritas a node for its CPD-TOPO
+    predecessor's device (Eq. 9); HEFT, Order-Place and the paper's Adjusting Placement insert ops
+    and transfers into idle slots), it is still a schedule of the same placement: every op after its
     inputs arrive, one op per device and one transfer per channel at a time (HEFT: no channel
     contention, as in the original)."""
     c = cluster(ndev, mode)
@@ -398,3 +399,23 @@ def test_fit_to_memory_places_again_with_the_placers_estimate_corrected():
     assert device.tolist() == [0, 1] and not simulate(g, c, device).oom
     assert budgets == [[100, 100], [1, 100]]
     assert fit_to_memory(place, g, c, np.array([100, 100]), rounds=1).tolist() == [0, 0]  # unchecked
+
+
+def test_fit_to_memory_corrects_gigabyte_budgets():
+    """On 16 GiB devices memory x planned bytes overflows int64: the corrected budget is still
+    memory x planned / simulated peak (12 GiB planned, 20 GiB found: 9.6 GiB), not 0."""
+    from rlplace.placers.fit import fit_to_memory
+
+    gib = 2**30
+    g = OpGraph.from_records([op("a", 1.0, out=[], persistent=10 * gib), op("b", 1.0, out=[], persistent=10 * gib)], [])
+    c = cluster(2, "parallel", memory=16 * gib)
+    budgets = []
+
+    def place(budget):
+        budgets.append(budget.tolist())
+        device = np.array([0, 0]) if budget[0] >= 16 * gib else np.array([0, 1])
+        return device, np.array([12 * gib, 0])
+
+    device = fit_to_memory(place, g, c, np.array([16 * gib, 16 * gib]), rounds=2)
+    assert device.tolist() == [0, 1]
+    assert budgets[1] == [int(16 * gib * 12 / 20), 16 * gib]

@@ -5,19 +5,31 @@ Costs follow the paper: ``w_i`` is an op's ``compute_time`` (reference device) a
 cluster CommModel's transfer time of the edge's bytes. The placers work on the coarse graph that
 fusion builds (``CoarseGraph.quotient``), or on the op graph itself with ``fusion=False``.
 
-Memory is estimated dynamically, in the spirit of Baechi's execution simulator (Baechi §4.2):
-walking the nodes in placement order, a device holds the persistent bytes of its nodes, each
-output until every reader of it has been placed, and every copy it has received (to the end of
-the step: the simulator receives a copy as soon as its producer ends, often long before the
-reader runs, so freeing copies in placement order underestimates). A node fits on a device if
+Adjusting Placement runs on the execution model the simulator runs (``rlplace.schedule``), in
+time order (``in_time``, the default; ``_adjust_in_time``): Eq. 7-9 decide each node's device as
+the paper has them, but nodes are taken when they can start, not in CPD-TOPO order, and a device
+runs its nodes one after another instead of inserting them into idle slots. The simulator, like
+TensorFlow's executor, runs whichever op is ready first: a plan that inserts nodes out of time
+order is not what runs (on layered DAGs the paper's plan predicts 1.2x the lower bound and the
+simulator runs its placement at 1.4-1.7x). Memory is then the simulator's, from the placer's
+own schedule (m-ETF's ledger: outputs held until their last reader ends and their transfers are
+done, received copies until their last reader there ends), so a node goes only where it fits at
+the time it runs; ``fits`` says whether the simulator ran the placement returned within memory
+(``rlplace.placers.fit`` places again with a smaller budget where it did not).
+
+The paper's plan (``in_time=False``, and Order-Place) estimates memory in placement order:
+a device holds the persistent bytes of its nodes, each output until every reader of it has been
+placed, and every copy it has received (to the end of the step: the simulator receives a copy
+as soon as its producer ends, often long before the reader runs). A node fits on a device if
 that, plus its own temporary bytes, outputs nobody reads (for a fused node: every tensor that
 stays inside it) and the copies it would receive, stays within ``memory_fraction`` of the
 device's memory. Colocation is co-adjusted (Baechi §3.1, Celeritas §6.1): the first node of a
 colocation group reserves the group's persistent bytes and its members' run-time bytes on its
-device (released member by member as they are placed) and pins the rest of the group there.
-A fused node holds ops of many colocation groups, so on the coarse graph colocation is applied
-to the ops instead: each group follows its member placed first (``follow_first_placed``). The
-placer's own schedule does not see those moves (mostly variable reads and updates).
+device (released member by member as they are placed; in time order, Baechi §4.2's largest
+temporary plus largest output) and pins the rest of the group there. A fused node holds ops of
+many colocation groups, so on the coarse graph colocation is applied to the ops instead: each
+group follows its member placed first (``follow_first_placed``). The placer's own schedule does
+not see those moves (mostly variable reads and updates).
 """
 
 from __future__ import annotations
@@ -30,13 +42,15 @@ import numpy as np
 
 from rlplace.cluster import Cluster, CommModel
 from rlplace.coarsen import CoarseGraph
-from rlplace.errors import ConfigError
+from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
 from rlplace.placers.fit import fit_to_memory
-from rlplace.schedule import Schedule, new_model, schedule_of
-from rlplace.schedule.ops import duration, first_idle_slot, occupy, record_transfer, start, vacate
+from rlplace.schedule import Schedule, memory_peaks, new_model, schedule_of
+from rlplace.schedule.heap import pop, push
+from rlplace.schedule.ops import (arrival, book_inputs, defer, duration, first_idle_slot, fits, hold_op_memory,
+                                  hold_persistent, newly_ready, occupy, overfill, record_transfer, release_on_until, start, vacate)
 from rlplace.sim import simulate
 
 
@@ -172,7 +186,16 @@ class _CeleritasPlacer:
     parallel branches, while on high-CCR graphs they keep the placement from spreading the
     graph over devices where transfers cost more than they save).
     ``memory_fraction``: the share of each device's memory the placer may fill. ``memory_rounds``:
-    placements tried until the simulator finds one that fits (``rlplace.placers.fit``)."""
+    placements tried until the simulator finds one that fits (``rlplace.placers.fit``).
+    ``in_time`` (Adjusting Placement only): place in time order on the simulator's execution
+    model (``_adjust_in_time``); False: the paper's plan, CPD-TOPO order with insertion into idle
+    slots and the memory sums of the module docstring.
+
+    After ``place``: ``fits`` (the simulator runs the placement within every device's memory),
+    ``own_schedule`` (of the graph placed: the fused graph unless the unfused placement won),
+    ``own_peak_memory`` (that schedule's peak bytes per device by the simulator's memory rules,
+    ``rlplace.schedule.memory_peaks``), ``planned_peak`` (the peak as the placer saw it while
+    deciding) and ``nodes_placed``."""
 
     fusion: bool = True
     exploration_range: int = 200
@@ -181,6 +204,7 @@ class _CeleritasPlacer:
     memory_rounds: int = 4
     fusion_keeps_parallelism: bool = True
     fusion_fallback: bool = True
+    in_time: bool = True
 
     adjust: ClassVar[bool]
     name: ClassVar[str]
@@ -196,25 +220,35 @@ class _CeleritasPlacer:
             raise ConfigError(f"{self.name}: memory_rounds must be an integer >= 1, got {self.memory_rounds!r}")
         cap = np.floor(self.memory_fraction * cluster.memory).astype(np.int64)
         best = None
+        rounds = {}  # each placement tried: what the placer knew of it
         for fuse in (True, False) if self.fusion and self.fusion_fallback else (self.fusion,):
-            device = fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, fuse),
+            device = fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, fuse, rounds),
                                    graph, cluster, cap, self.memory_rounds)
             result = simulate(graph, cluster, device)
             outcome = (result.oom, result.step_time)
             if best is None or outcome < best[0]:
-                best = outcome, device, (self.nodes_placed, self.planned_peak, self.own_schedule)
-        _, device, (self.nodes_placed, self.planned_peak, self.own_schedule) = best
+                best = outcome, device
+        (oom, _), device = best
+        self.nodes_placed, self.planned_peak, self.own_schedule, self.own_peak_memory = rounds[device.tobytes()]
+        self.fits = not oom
         return Placement(device)
 
-    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray,
-                      fuse: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray, fuse: bool,
+                      rounds: dict) -> tuple[np.ndarray, np.ndarray]:
         """One device per op within ``cap`` (of the fused graph's nodes with ``fuse``), and the
-        peak bytes per device the placer planned."""
+        peak bytes per device the placer planned; ``rounds[device bytes]`` keeps the node count,
+        that peak, the own schedule and its peak memory (of the first way it came to a placement)."""
+        device = self._place_nodes(graph, cluster, cap, fuse)
+        rounds.setdefault(device.tobytes(), (self.nodes_placed, self.planned_peak, self.own_schedule, self.own_peak_memory))
+        return device, self.planned_peak
+
+    def _place_nodes(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray, fuse: bool) -> np.ndarray:
+        """One device per op: the graph (``fuse``: its fused nodes) placed within ``cap``."""
         if not fuse or graph.num_ops == 0:
             device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes,
                                           cpd_topo(graph, cluster))
             self.nodes_placed = graph.num_ops
-            return device, self.planned_peak
+            return device
         coarse = optimal_fusion(graph, cluster, self.exploration_range,
                                 self.fusion_memory_fraction * float(cap.min()), self.fusion_keeps_parallelism)
         # A fused node holds ops of many colocation groups; pinning whole nodes to their groups'
@@ -228,24 +262,42 @@ class _CeleritasPlacer:
         self.nodes_placed = q.num_ops
         rank = np.empty(q.num_ops, dtype=np.int64)
         rank[order] = np.arange(q.num_ops)
-        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of]), self.planned_peak
+        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of])
 
     def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray, transient: np.ndarray,
                      order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The device of every node of ``g``, placed in ``order``, and its finish time in the
         placer's own schedule; ``transient``: bytes a node needs only while it runs."""
-        comm = cluster.comm
         coloc = colocation_ids(g)
+        member = coloc >= 0
         groups = len(g.colocation_groups)
         coloc_persistent = np.zeros(groups, dtype=np.int64)
-        np.add.at(coloc_persistent, coloc[coloc >= 0], g.persistent_bytes[coloc >= 0])
-        run_bytes = np.asarray(transient, dtype=np.int64) + g.output_total - g.unread_output_bytes
-        coloc_reserve = np.zeros(groups, dtype=np.int64)
-        np.add.at(coloc_reserve, coloc[coloc >= 0], run_bytes[coloc >= 0])
-        m = new_model(g, cluster, insertion=True)
-        _place(m, order, self.adjust, cap, edge_comm_time(g, comm), np.asarray(transient, dtype=np.int64),
-               coloc, coloc_persistent, coloc_reserve)
+        np.add.at(coloc_persistent, coloc[member], g.persistent_bytes[member])
+        edge_cost = edge_comm_time(g, cluster.comm)
+        if self.adjust and self.in_time:
+            m = new_model(g, cluster, placer=True)
+            previous = np.full(g.num_ops, -1, dtype=np.int64)  # v_{i-1} of Algorithm 2 line 11
+            previous[order[1:]] = order[:-1]
+            coloc_extra = np.zeros(groups, dtype=np.int64)  # Baechi §4.2: largest temporary + largest output
+            largest_temporary = np.zeros(groups, dtype=np.int64)
+            np.maximum.at(largest_temporary, coloc[member], g.temporary_bytes[member])
+            np.maximum.at(coloc_extra, coloc[member], g.output_total[member])
+            by_group = np.argsort(coloc, kind="stable")
+            coloc_members = by_group[coloc[by_group] >= 0].astype(np.int64)
+            coloc_ptr = np.searchsorted(coloc[coloc_members], np.arange(groups + 1)).astype(np.int64)
+            _adjust_in_time(m, np.asarray(order, dtype=np.int64), previous, cap, edge_cost, coloc, coloc_ptr,
+                            coloc_members, coloc_persistent, coloc_extra + largest_temporary)
+            if np.any(m.ops.device < 0):
+                raise PlacementError(f"{self.name}: node {g.names[int(np.argmax(m.ops.device < 0))]!r} left unplaced")
+        else:
+            run_bytes = np.asarray(transient, dtype=np.int64) + g.output_total - g.unread_output_bytes
+            coloc_reserve = np.zeros(groups, dtype=np.int64)
+            np.add.at(coloc_reserve, coloc[member], run_bytes[member])
+            m = new_model(g, cluster, insertion=True)
+            _place(m, order, self.adjust, cap, edge_cost, np.asarray(transient, dtype=np.int64),
+                   coloc, coloc_persistent, coloc_reserve)
         self.own_schedule: Schedule = schedule_of(m, g)  # of ``g``: the fused graph unless fusion=False
+        self.own_peak_memory = memory_peaks(g, cluster.num_devices, self.own_schedule, cluster.memory_model)
         self.planned_peak = m.memory.peak.copy()
         return self.own_schedule.op_device, self.own_schedule.op_end
 
@@ -282,13 +334,15 @@ class OrderPlacer(_CeleritasPlacer):
 @register("celeritas")
 @dataclass
 class CeleritasPlacer(_CeleritasPlacer):
-    """Adjusting Placement (Celeritas §5.2, Algorithm 2, Eq. 7-9): each node of the coarse graph,
-    in CPD-TOPO order, stays on the device of the previous node unless another device would let
-    it start earlier by more than ``back_cost`` (its largest outgoing transfer time). Start times
-    come from insertion into the devices' idle slots; devices without room are skipped; when none
-    has room, the least used device is taken (best effort). Transfers are sent once per (tensor,
-    device); with a ``sequential`` CommModel they queue on the sender's send and the receiver's
-    receive channel, the paper's data-transmission tasks (§6.1)."""
+    """Adjusting Placement (Celeritas §5.2, Algorithm 2, Eq. 7-9): each node of the coarse graph
+    stays on the device of the node before it in CPD-TOPO order unless another device would let
+    it start earlier by more than ``back_cost`` (its largest outgoing transfer time); devices
+    without room are skipped; when none has room, the one it overfills least is taken (best
+    effort). Nodes are placed in time order on the simulator's execution model (``in_time``; see
+    the module docstring), or with ``in_time=False`` in CPD-TOPO order with insertion into idle
+    slots, as the paper has it. Transfers are sent once per (tensor, device); with a
+    ``sequential`` CommModel they queue on the sender's send and the receiver's receive channel,
+    the paper's data-transmission tasks (§6.1)."""
 
     adjust: ClassVar[bool] = True
     name: ClassVar[str] = "celeritas"
@@ -552,3 +606,156 @@ def _place(m, order, adjust, cap, edge_cost, transient, coloc, coloc_persistent,
             readers_left[tt] -= 1
             if readers_left[tt] == 0:
                 live[ops.device[graph.tensor_src[tt]]] -= graph.held_bytes[tt]
+
+
+@numba.njit(cache=True)
+def _adjust_in_time(m, order, previous, cap, edge_cost, coloc, coloc_ptr, coloc_members, coloc_persistent,
+                    coloc_extra):  # pragma: no cover - compiled
+    """Adjusting Placement (Algorithm 2, Eq. 7-9) in time order on the execution model ``m``, as
+    the simulator will run the placement: repeatedly the ready node that can start first (its
+    EST, Eq. 7, on its best device; ties: the node whose inputs are there first, as the
+    simulator runs them, then the first in CPD-TOPO ``order``) goes to the device of
+    ``previous[v]`` (its predecessor in ``order``, Algorithm 2's d_k) unless another device lets it start earlier by more
+    than ``edge_cost``'s back_cost (Eq. 8-9). EST on a device: when its last op ends and ``v``'s
+    inputs are there (``arrival``; sequential transfers queue on the channels, Baechi §3.4).
+    Memory is the simulator's, from this schedule (the ledger m-ETF uses, ``hold_op_memory``): a
+    device without room for the node now, or whose peak so far cannot take its persistent
+    bytes, has EST = inf (§5.2) until its next release; a node no device can take goes to the
+    device it overfills least (best effort). Colocation: the first member placed pins its group
+    there, with the group's persistent bytes and ``coloc_extra`` reserved until its last member
+    is placed. Per device a heap of ready nodes keyed by when their inputs can be there (raised
+    lazily: that only grows as the schedule fills), so the device's EST is max(avail, key)."""
+    graph, ops, devices, channels, transfers, sent = m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent
+    memory, releases = m.memory, m.releases
+    n = len(graph.compute)
+    ndev = len(devices.avail)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    npred = graph.in_ptr[1:] - graph.in_ptr[:-1]
+    coloc_dev = np.full(len(coloc_persistent), -1, dtype=np.int64)
+    coloc_left = coloc_ptr[1:] - coloc_ptr[:-1]
+    reserved = np.zeros(ndev, dtype=np.int64)
+    not_before = np.zeros(n * ndev)  # (node, device): that device's next release, when it lacked room
+    dropped = np.zeros(n * ndev, dtype=np.bool_)  # (node, device): no room and no release to come
+    drop_count = np.zeros(n, dtype=np.int64)
+    est = np.empty(ndev)
+    scratch = np.zeros(ndev)
+    hcap = 2 * n + 1  # each node once when ready, once more when its group is pinned
+    hf = np.empty(ndev * hcap)
+    hi = np.empty(ndev * hcap, dtype=np.int64)  # CPD-TOPO rank
+    hsize = np.zeros(ndev, dtype=np.int64)
+    fresh = np.empty(n, dtype=np.int64)  # ready, not yet in the heaps: the sources first
+    sources = np.flatnonzero(npred == 0)
+    nfresh = len(sources)
+    fresh[:nfresh] = sources
+    placed = 0
+    while placed < n:
+        while nfresh > 0:  # newly ready nodes join the heaps of the devices they may go to
+            nfresh -= 1
+            v = fresh[nfresh]
+            pin = coloc_dev[coloc[v]] if coloc[v] >= 0 else -1
+            for d in range(ndev):
+                if pin < 0 or d == pin:
+                    hsize[d] = push(hf, hi, d * hcap, hsize[d], _input_time(m, v, d, not_before, scratch), rank[v])
+        v, first, first_key = -1, np.inf, np.inf
+        for d in range(ndev):  # the (node, device) pair of earliest EST; ties: earliest inputs, then CPD-TOPO order
+            base = d * hcap
+            while hsize[d] > 0:
+                c = order[hi[base]]
+                pin = coloc_dev[coloc[c]] if coloc[c] >= 0 else -1
+                if ops.device[c] >= 0 or (pin >= 0 and d != pin) or (pin < 0 and dropped[c * ndev + d]):
+                    _, _, hsize[d] = pop(hf, hi, base, hsize[d])
+                    continue
+                key = _input_time(m, c, d, not_before, scratch)
+                if key > hf[base]:
+                    _, _, hsize[d] = pop(hf, hi, base, hsize[d])
+                    hsize[d] = push(hf, hi, base, hsize[d], key, rank[c])
+                    continue
+                s = max(devices.avail[d], key)
+                if s < first or (s == first and (key < first_key or (key == first_key and rank[c] < rank[v]))):
+                    v, first, first_key = c, s, key
+                break
+        if v < 0:
+            break  # cannot happen on a DAG; the caller reports an unplaced node
+        c = coloc[v]
+        pinned = c >= 0 and coloc_dev[c] >= 0
+        _est(m, v, coloc_dev, c, not_before, dropped, est, scratch)
+        best = 0
+        for d in range(1, ndev):
+            if est[d] < est[best]:
+                best = d
+        p = previous[v]
+        dk = ops.device[p] if p >= 0 and ops.device[p] >= 0 else best
+        back_cost = 0.0
+        for e in range(graph.out_ptr[v], graph.out_ptr[v + 1]):
+            back_cost = max(back_cost, edge_cost[e])
+        d = best if est[dk] - est[best] > back_cost or est[dk] == np.inf else dk  # Eq. 9
+        persistent = 0
+        if c < 0:
+            persistent = graph.persistent[v]
+        elif not pinned:
+            persistent = coloc_persistent[c]
+        s = est[d]
+        if not pinned:
+            release_on_until(releases, memory, d, s)
+            need = persistent + (coloc_extra[c] if c >= 0 else 0) + graph.alloc_at_start[v] + \
+                _received_bytes(graph, ops, sent, v, d)
+            if not fits(memory, reserved, cap, d, need, persistent):
+                if not defer(releases, not_before, dropped, drop_count, v, d):
+                    continue
+                own = need - _received_bytes(graph, ops, sent, v, d)
+                d = 0  # it fits nowhere: the device it overfills least (best effort)
+                for d2 in range(1, ndev):
+                    if overfill(memory, reserved, cap, d2, own + _received_bytes(graph, ops, sent, v, d2), persistent) < \
+                            overfill(memory, reserved, cap, d, own + _received_bytes(graph, ops, sent, v, d), persistent):
+                        d = d2
+                s = max(devices.avail[d], arrival(graph, ops, transfers, sent, channels, v, d, scratch))
+        received = book_inputs(graph, ops, transfers, sent, channels, v, d)
+        start(ops, devices, v, d, s, duration(graph.compute, devices.speed, v, d))
+        placed += 1
+        if c >= 0:
+            if not pinned:
+                coloc_dev[c] = d
+                reserved[d] += coloc_extra[c]
+                for k in range(coloc_ptr[c], coloc_ptr[c + 1]):  # its ready members wait for d only
+                    u = coloc_members[k]
+                    if ops.device[u] < 0 and npred[u] == 0:
+                        hsize[d] = push(hf, hi, d * hcap, hsize[d], _input_time(m, u, d, not_before, scratch), rank[u])
+            coloc_left[c] -= 1
+            if coloc_left[c] == 0:
+                reserved[d] -= coloc_extra[c]
+        hold_persistent(memory, d, persistent)
+        hold_op_memory(graph, ops, transfers, sent, memory, releases, v, received)
+        nfresh = newly_ready(graph, npred, v, fresh, nfresh)
+
+
+@numba.njit(cache=True)
+def _input_time(m, v, d, not_before, scratch):  # pragma: no cover - compiled
+    """When ``v``'s inputs would be on device ``d`` (pre_t of Eq. 7, ``arrival``), not before
+    ``d``'s next release where it lacked the memory."""
+    return max(not_before[v * len(scratch) + d], arrival(m.graph, m.ops, m.transfers, m.sent, m.channels, v, d, scratch))
+
+
+@numba.njit(cache=True)
+def _est(m, v, coloc_dev, c, not_before, dropped, est, scratch):  # pragma: no cover - compiled
+    """EST of node ``v`` on every device (Eq. 7; inf where it may not go)."""
+    ndev = len(est)
+    pin = coloc_dev[c] if c >= 0 else -1
+    for d in range(ndev):
+        if (pin >= 0 and d != pin) or (pin < 0 and dropped[v * ndev + d]):
+            est[d] = np.inf
+        else:
+            est[d] = max(m.devices.avail[d], _input_time(m, v, d, not_before, scratch))
+
+
+@numba.njit(cache=True)
+def _received_bytes(graph, ops, sent, v, d):  # pragma: no cover - compiled
+    """Bytes of ``v``'s inputs that would be newly sent to device ``d``."""
+    ndev = len(sent.of) // max(1, len(graph.recv_bytes))
+    total = 0
+    for k in range(graph.in_ptr[v], graph.in_ptr[v + 1]):
+        e = graph.in_edges[k]
+        tensor = graph.edge_tensor[e]
+        if ops.device[graph.edge_src[e]] != d and sent.of[tensor * ndev + d] < 0:
+            total += graph.recv_bytes[tensor]
+    return total

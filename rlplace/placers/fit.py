@@ -40,8 +40,8 @@ def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
             best, best_over = device, over.sum()
         short = over > 0
         budget = budget.copy()
-        budget[short] = np.minimum(budget[short] - 1,
-                                   cluster.memory[short] * np.minimum(planned[short], budget[short]) // peak[short])
+        corrected = cluster.memory[short] * (np.minimum(planned[short], budget[short]) / peak[short])  # float: bytes² overflow int64
+        budget[short] = np.minimum(budget[short] - 1, np.floor(corrected).astype(np.int64))
         budget = np.maximum(budget, 0)
         device, planned = place(budget)
     return best

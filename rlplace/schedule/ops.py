@@ -14,7 +14,8 @@ allocated and released at the same instant counts at that instant. The simulator
 live bytes as events happen (``alloc``, ``free``, ``free_buffer``) and takes the peak when an
 instant is over (``end_instant``). A placer decides before all releases are known:
 ``hold_op_memory`` books an op's memory when it is placed and each release as soon as it is
-known, ``release_until`` applies those due; its predicted peak comes from its finished schedule
+known, ``release_until`` applies those due; ``fits`` is the admission check, ``defer`` puts an
+op back until the device's next release; its predicted peak comes from its finished schedule
 (``rlplace.schedule.trace.memory_peaks``), by the same rules as the simulator's.
 
 Idle slots (insertion scheduling, HEFT and Celeritas): ``first_idle_slot`` finds the earliest
@@ -135,6 +136,19 @@ def book_inputs(graph, ops, transfers, sent, channels, op, d):  # pragma: no cov
     return received
 
 
+@numba.njit(cache=True)
+def newly_ready(graph, missing, op, fresh, nfresh):  # pragma: no cover - compiled
+    """``op`` is placed: each successor for which it was the last unplaced input (``missing``:
+    per op, inputs not yet placed) joins ``fresh[:nfresh]``; returns the new count."""
+    for e in range(graph.out_ptr[op], graph.out_ptr[op + 1]):
+        child = graph.edge_dst[e]
+        missing[child] -= 1
+        if missing[child] == 0:
+            fresh[nfresh] = child
+            nfresh += 1
+    return nfresh
+
+
 # ---------------------------------------------------------------------- memory, as it happens
 @numba.njit(cache=True)
 def alloc(memory, d, nbytes):  # pragma: no cover - compiled
@@ -188,11 +202,18 @@ def release_at(releases, d, t, nbytes):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def release_until(releases, memory, t):  # pragma: no cover - compiled
     """Apply every known release due at or before ``t``."""
-    cap = len(releases.time) // len(releases.size)
     for d in range(len(releases.size)):
-        while releases.size[d] > 0 and releases.time[d * cap] <= t:
-            _, r, releases.size[d] = pop(releases.time, releases.ident, d * cap, releases.size[d])
-            memory.live[d] -= releases.nbytes[r]
+        release_on_until(releases, memory, d, t)
+
+
+@numba.njit(cache=True)
+def release_on_until(releases, memory, d, t):  # pragma: no cover - compiled
+    """Apply every known release on device ``d`` due at or before ``t`` (for a placer whose
+    time runs forward per device, not across devices)."""
+    cap = len(releases.time) // len(releases.size)
+    while releases.size[d] > 0 and releases.time[d * cap] <= t:
+        _, r, releases.size[d] = pop(releases.time, releases.ident, d * cap, releases.size[d])
+        memory.live[d] -= releases.nbytes[r]
 
 
 @numba.njit(cache=True)
@@ -201,6 +222,35 @@ def next_release(releases, d):  # pragma: no cover - compiled
     if releases.size[d] == 0:
         return np.inf
     return releases.time[d * (len(releases.time) // len(releases.size))]
+
+
+@numba.njit(cache=True)
+def fits(memory, reserved, cap, d, need, persistent):  # pragma: no cover - compiled
+    """Whether device ``d`` can take ``need`` bytes now (``persistent`` of them held all step,
+    so they also add to every earlier instant: to its peak so far) within ``cap`` beside the
+    ``reserved`` bytes (a list scheduler's memory admission, Baechi §2.3 and §4.2)."""
+    return memory.live[d] + reserved[d] + need <= cap[d] and memory.peak[d] + persistent <= cap[d]
+
+
+@numba.njit(cache=True)
+def overfill(memory, reserved, cap, d, need, persistent):  # pragma: no cover - compiled
+    """Bytes by which taking ``need`` (``persistent`` of them) would overfill device ``d``."""
+    return float(max(memory.live[d] + reserved[d] + need, memory.peak[d] + persistent) - cap[d])
+
+
+@numba.njit(cache=True)
+def defer(releases, not_before, dropped, drop_count, op, d):  # pragma: no cover - compiled
+    """``op`` lacks the memory on device ``d``: it waits for ``d``'s next release, or, with
+    none known, gives ``d`` up (Baechi §2.3). Returns True when ``op`` has given up every
+    device (``not_before``, ``dropped``: per (op, device); ``drop_count``: per op)."""
+    ndev = len(releases.size)
+    t = next_release(releases, d)
+    if t < np.inf:
+        not_before[op * ndev + d] = t
+        return False
+    dropped[op * ndev + d] = True
+    drop_count[op] += 1
+    return drop_count[op] == ndev
 
 
 @numba.njit(cache=True)
