@@ -12,13 +12,13 @@ A placement it returns as fitting fits in the simulator.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from rlplace.cluster import Cluster
 from rlplace.graph import OpGraph
-from rlplace.sim import simulate
+from rlplace.sim import StepResult, simulate
 
 
 def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], graph: OpGraph,
@@ -44,4 +44,17 @@ def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
         budget[short] = np.minimum(budget[short] - 1, np.floor(corrected).astype(np.int64))
         budget = np.maximum(budget, 0)
         device, planned = place(budget)
+    return best
+
+
+def fastest_fit(places: Sequence[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]], graph: OpGraph,
+                cluster: Cluster, budget: np.ndarray, rounds: int) -> tuple[np.ndarray, StepResult]:
+    """``fit_to_memory`` with each way to place in turn; the placement the simulator runs
+    fastest among those that fit (among all when none fits; the first on ties) and its result."""
+    best = None
+    for place in places:
+        device = fit_to_memory(place, graph, cluster, budget, rounds)
+        result = simulate(graph, cluster, device)
+        if best is None or (result.oom, result.step_time) < (best[1].oom, best[1].step_time):
+            best = device, result
     return best
