@@ -26,6 +26,15 @@ into it where possible, ``rlplace.coarsen.fuse``, held otherwise, ``_list_schedu
 forward-only placement leaves to follow what runs after the gradients or only feeds them (the
 optimizer's updates, the learning-rate schedule, ``rlplace.coarsen.backward_ops``).
 
+``optimizer_fallback`` (on by default; not in the paper, like Celeritas' ``fusion_fallback``):
+the placer also places the graph with co-placement and fusion off (colocation kept, the same
+forward-only rule) and keeps whichever placement the simulator runs faster, a placement that
+fits before one that does not. So the optimizer never makes a placement slower than with it off.
+With forward-only placement the placer's own schedule covers the forward ops only, and the
+backward ops, most of the step, follow devices chosen without them: on latency-free parallel
+links, where spreading cheap ops costs nothing, the optimized placement ran up to 1.32x the
+plain one (experiments/results/bench_fusion.md); on sequential links it is up to 4x faster.
+
 Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
 they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
 transfers and ops that take time, m-ETF's own schedule is exactly the simulator's schedule of its
