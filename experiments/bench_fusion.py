@@ -217,9 +217,10 @@ def markdown(out: dict) -> str:
               f"{sum(r['off']['step_time'] > r['single'] for r in recs if not r['coplacement'])}."]
     cost = np.array([r["fallback"]["placement_time"] / r["lossless"]["placement_time"] for r in cp])
     lines += ["", f"Placement time of the defaults (with the fallback) against the optimizer alone, co-placement "
-              f"on: {np.median(cost):.2f}× (median over the {len(cp)} rows; {cost.min():.2f}–{cost.max():.2f}×), "
+              f"on: {np.median(cost):.2f}× (median over the {len(cp)} rows), "
               f"{sum(r['fallback']['placement_time'] for r in cp):.1f} s against "
-              f"{sum(r['lossless']['placement_time'] for r in cp):.1f} s in all (this shared 2-core machine)."]
+              f"{sum(r['lossless']['placement_time'] for r in cp):.1f} s in all (one placement each, no warm-up, "
+              f"on this shared 2-core machine: single rows are noise)."]
     lines += ["", "## Longest compute-only path of the graph the placer schedules (ms)", "",
               "The forward ops (what forward-only placement places) or, for the GNMT profile (no "
               "forward/backward pairs), the whole graph; its quotient under each rule. A fused node "
