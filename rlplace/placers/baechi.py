@@ -30,10 +30,11 @@ optimizer's updates, the learning-rate schedule, ``rlplace.coarsen.backward_ops`
 the placer also places the graph with co-placement and fusion off (colocation kept, the same
 forward-only rule) and keeps whichever placement the simulator runs faster, a placement that
 fits before one that does not. So the optimizer never makes a placement slower than with it off.
-With forward-only placement the placer's own schedule covers the forward ops only, and the
-backward ops, most of the step, follow devices chosen without them: on latency-free parallel
-links, where spreading cheap ops costs nothing, the optimized placement ran up to 1.32x the
-plain one (experiments/results/bench_fusion.md); on sequential links it is up to 4x faster.
+On latency-free parallel links, where a megabyte's transfer outweighs most ops, co-placement by
+cost joins them to their readers and lengthens the placer's own schedule, and in forward-only
+placement the backward ops, most of the step, follow that placement: the optimized placement ran
+up to 1.32x the plain one there (experiments/results/bench_fusion.md, experiments/README.md),
+while on sequential links it is up to 4x faster.
 
 Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
 they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
