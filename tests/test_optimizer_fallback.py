@@ -36,12 +36,13 @@ def _outcome(name, g, c, **options):
 
 @pytest.mark.parametrize("name", PLACERS)
 def test_optimizer_on_is_never_slower_than_off_on_training_graphs(name):
-    """30 random training-like graphs, forward-only and whole-step placement, parallel and
+    """20 random training-like graphs, forward-only and whole-step placement, parallel and
     sequential links: with the optimizer on (the defaults) the placement runs out of memory no
     more often and is never slower than with it off. Without the fallback it is more than 5%
-    slower in some pairs, so the bound is the fallback's doing."""
+    slower in some pairs (m-ETF: 31 of the 120 pairs of 30 such graphs), so the bound is the
+    fallback's doing."""
     worse_without = 0
-    for seed in range(30):
+    for seed in range(20):
         g = training_graph(seed, continuous=seed % 2 == 1)
         for c in _clusters(10**12).values():
             for forward_only in (True, False):
