@@ -1,14 +1,16 @@
-"""Operator fusion on vs off for Baechi's m-ETF and m-SCT (the fusion issue's benchmark).
+"""Operator fusion and the graph optimizer on vs off for Baechi's m-TOPO, m-ETF and m-SCT (the fusion issue's benchmark).
 
     .venv/bin/python experiments/bench_fusion.py [--quick]
 
 Every TensorFlow zoo model at a small, CPU-friendly size (analytical roofline costs for the GTX
 2080 of Baechi §5) and the Baechi authors' GNMT profile, on 3 and 6 GPUs with parallel transfers
 and no latency (the baechi_2080 preset's bandwidth, 5.7 GB/s) and on the sequential baechi_2080
-preset itself. For m_etf and m_sct, co-placement off and on, forward-only placement at its
-default: fusion off, fusion with Baechi §3.3's degree rule (``fusion_rule="degree"``, the
-default before this benchmark) and with the lossless rule (the default now). Every placement is
-judged by the simulator. Beside it, placer-independent: the longest compute-only path of the
+preset itself. For m_topo, m_etf and m_sct, co-placement off and on, forward-only placement at
+its default: fusion off, fusion with Baechi §3.3's degree rule (``fusion_rule="degree"``, the
+default before this benchmark) and with the lossless rule (the default now), each the
+optimizer's own placement (``optimizer_fallback=False``); and the lossless rule with the default
+fallback, which also places the graph with co-placement and fusion off and keeps the faster
+placement. Every placement is judged by the simulator. Beside it, placer-independent: the longest compute-only path of the
 graph the optimizer hands the placer, against the op graph's (fusion should not lengthen it).
 Co-placement on is the default "cost" rule (``rlplace.coarsen.coplacement_labels``); the lossless
 rule is also run with §3.2's co-placement rule as written (``PAPER``: ``coplacement_rule="paper"``;
@@ -47,9 +49,10 @@ MODELS = {
     "linear_regression": ("linear_regression", dict(batch_size=1024, features=4096)),
 }
 QUICK = ["bert-3", "linear_regression"]
-PLACERS = ["m_etf", "m_sct"]
+PLACERS = ["m_topo", "m_etf", "m_sct"]
 VARIANTS = ["off", "degree", "lossless"]  # fusion off / §3.3's rule (before) / lossless (after)
 PAPER = {"coplacement_rule": "paper"}
+ALONE = {"optimizer_fallback": False}  # the optimizer's own placement, which the fallback may replace
 
 
 def clusters() -> dict[str, Cluster]:
@@ -132,9 +135,10 @@ def run(keys: list[str]) -> dict:
                            "ops": graph.num_ops, "single": single.step_time,
                            "single_oom": bool(single.oom)}
                     for variant in VARIANTS:
-                        rec[variant] = place(name, graph, cluster, variant, coplacement)
+                        rec[variant] = place(name, graph, cluster, variant, coplacement, **ALONE)
                     for variant in ("off", "lossless"):
-                        rec[f"paper_{variant}"] = place(name, graph, cluster, variant, coplacement, **PAPER)
+                        rec[f"paper_{variant}"] = place(name, graph, cluster, variant, coplacement, **PAPER, **ALONE)
+                    rec["fallback"] = place(name, graph, cluster, "lossless", coplacement)
                     records.append(rec)
     return {"models": meta, "clusters": {k: {"devices": c.num_devices, "memory_bytes": int(c.memory.min()),
                                                "latency": c.comm.latency, "seconds_per_byte": c.comm.seconds_per_byte,
@@ -153,18 +157,23 @@ def markdown(out: dict) -> str:
              "§3.3's rule as written (src out-degree ≤ 1 or dst in-degree ≤ 1: the default before this "
              "benchmark); *lossless*: the rule now the default (`rlplace.coarsen.fuse`). Co-placement "
              "off (colocation only) and on; forward-only placement at its default (on: every graph here "
-             "fits one device). Ratios are fused / off; *nodes*: nodes placed (ops or groups). "
-             "Memory 8 GiB per device: no placement ran out of it unless marked OOM.", ""]
+             "fits one device). These three are the optimizer's own placements (`optimizer_fallback=false`). "
+             "*fallback*: lossless with the default `optimizer_fallback` (the placer also places the graph "
+             "with co-placement and fusion off and keeps whichever placement the simulator runs faster). "
+             "Ratios are fused / off, and *fallback/opt. off* against the optimizer off (co-placement and "
+             "fusion off: the *off* column of the co-placement-off row); *nodes*: nodes placed (ops or "
+             "groups). Memory 8 GiB per device: no placement ran out of it unless marked OOM.", ""]
     for key, m in out["models"].items():
         fwd = f", {m['forward_ops']:,} forward" if m["forward_ops"] is not None else ""
         lines.append(f"- `{key}`: {m['ops']:,} ops{fwd}, {m['edges']:,} edges; costs {m['source']}")
     for cname, c in out["clusters"].items():
         lines.append(f"- {cname}: {c['devices']} devices, {c['mode']} transfers, "
                      f"{c['latency'] * 1e6:.0f} µs + {c['seconds_per_byte'] * 1e9:.3g} ns/B")
+    base = {(r["model"], r["cluster"], r["placer"]): r["off"]["step_time"] for r in recs if not r["coplacement"]}
     lines += ["", "## Step time", "",
               "| model | cluster | placer | co-placement | single | off | degree | lossless | degree/off | "
-              "lossless/off | nodes off / degree / lossless |",
-              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+              "lossless/off | nodes off / degree / lossless | fallback | fallback/opt. off |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in recs:
         def cell(v):
             return _ms(r[v]["step_time"]) + (" OOM" if r[v]["oom"] else "")
@@ -172,7 +181,9 @@ def markdown(out: dict) -> str:
                      f"{_ms(r['single'])} | {cell('off')} | {cell('degree')} | {cell('lossless')} | "
                      f"{r['degree']['step_time'] / r['off']['step_time']:.2f}× | "
                      f"{r['lossless']['step_time'] / r['off']['step_time']:.2f}× | "
-                     f"{r['off']['nodes_placed']} / {r['degree']['nodes_placed']} / {r['lossless']['nodes_placed']} |")
+                     f"{r['off']['nodes_placed']} / {r['degree']['nodes_placed']} / {r['lossless']['nodes_placed']} | "
+                     f"{cell('fallback')} | "
+                     f"{r['fallback']['step_time'] / base[(r['model'], r['cluster'], r['placer'])]:.2f}× |")
     lines += ["", "## Step time with §3.2's co-placement rule as written", "",
               f"`{PAPER}`, fusion off and lossless (co-placement as in the row).", "",
               "| model | cluster | placer | co-placement | off | lossless | lossless/off |", "|---|---|---|---|---:|---:|---:|"]
@@ -191,12 +202,12 @@ def markdown(out: dict) -> str:
         lines.append(f"| {rule} | {len(ratio)} | {np.exp(np.log(ratio).mean()):.3f} | {ratio.max():.2f}× | "
                      f"{int(np.sum(ratio > 1.05))} | {int(np.sum(ratio < 1 / 1.05))} | "
                      f"{np.exp(np.log(nodes).mean()):.2f} |")
-    base = {(r["model"], r["cluster"], r["placer"]): r["off"]["step_time"] for r in recs if not r["coplacement"]}
     cp = [r for r in recs if r["coplacement"]]
     lines += ["", "Optimizer on (co-placement and lossless fusion) / off (neither; colocation only, default options), "
               "per model, cluster and placer:", "",
               "| optimizer on | rows | geometric mean on/off | worst | rows > 5% slower |", "|---|---:|---:|---:|---:|"]
-    for label, key in (("defaults", "lossless"), ("paper co-placement rule", "paper_lossless")):
+    for label, key in (("defaults", "fallback"), ("without the fallback", "lossless"),
+                       ("without the fallback, paper co-placement rule", "paper_lossless")):
         ratio = np.array([r[key]["step_time"] / base[(r["model"], r["cluster"], r["placer"])] for r in cp])
         lines.append(f"| {label} | {len(ratio)} | {np.exp(np.log(ratio).mean()):.3f} | {ratio.max():.2f}× | "
                      f"{int(np.sum(ratio > 1.05))} |")
@@ -204,6 +215,12 @@ def markdown(out: dict) -> str:
     lines += ["", f"Co-placement on, fusion off: slower than one device in {sum(w > 1 for w in worse)} of "
               f"{len(cp)} rows (worst {max(worse):.2f}× the single-device step); co-placement off, fusion off: in "
               f"{sum(r['off']['step_time'] > r['single'] for r in recs if not r['coplacement'])}."]
+    cost = np.array([r["fallback"]["placement_time"] / r["lossless"]["placement_time"] for r in cp])
+    lines += ["", f"Placement time of the defaults (with the fallback) against the optimizer alone, co-placement "
+              f"on: {np.median(cost):.2f}× (median over the {len(cp)} rows), "
+              f"{sum(r['fallback']['placement_time'] for r in cp):.1f} s against "
+              f"{sum(r['lossless']['placement_time'] for r in cp):.1f} s in all (one placement each, no warm-up, "
+              f"on this shared 2-core machine: single rows are noise)."]
     lines += ["", "## Longest compute-only path of the graph the placer schedules (ms)", "",
               "The forward ops (what forward-only placement places) or, for the GNMT profile (no "
               "forward/backward pairs), the whole graph; its quotient under each rule. A fused node "

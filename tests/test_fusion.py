@@ -39,8 +39,10 @@ def _units(n: int, latency: float, seconds_per_byte: float = 0.0) -> Cluster:
 
 def _place(name: str, g: OpGraph, c: Cluster, rule: str | None, **options):
     """Place with fusion under ``rule`` (None: fusion off) and simulate; returns (step, devices,
-    the step of the placer's own schedule of the graph it placed)."""
-    placer = make_placer(name, fusion=rule is not None, fusion_rule=rule or "lossless", **options)
+    the step of the placer's own schedule of the graph it placed). The optimizer's own placement:
+    its fallback to the plain graph (tests/test_optimizer_fallback.py) would hide what the rule does."""
+    placer = make_placer(name, fusion=rule is not None, fusion_rule=rule or "lossless", optimizer_fallback=False,
+                         **options)
     p = placer.place(g, c)
     p.validate(g, c)  # every op placed once, no colocation group split
     return simulate(g, c, p).step_time, p.device_of, placer.own_schedule.step_time

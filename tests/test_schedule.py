@@ -395,10 +395,12 @@ def test_fit_to_memory_places_again_with_the_placers_estimate_corrected():
         device = np.array([0] * on_first + [1] * (2 - on_first))
         return device, np.bincount(device, minlength=2)
 
-    device = fit_to_memory(place, g, c, np.array([100, 100]), rounds=3)
+    device, result = fit_to_memory(place, g, c, np.array([100, 100]), rounds=3)
     assert device.tolist() == [0, 1] and not simulate(g, c, device).oom
+    assert result.step_time == simulate(g, c, device).step_time and not result.oom
     assert budgets == [[100, 100], [1, 100]]
-    assert fit_to_memory(place, g, c, np.array([100, 100]), rounds=1).tolist() == [0, 0]  # unchecked
+    device, result = fit_to_memory(place, g, c, np.array([100, 100]), rounds=1)
+    assert device.tolist() == [0, 0] and result.oom  # placed once, not placed again
 
 
 def test_fit_to_memory_corrects_gigabyte_budgets():
@@ -416,6 +418,6 @@ def test_fit_to_memory_corrects_gigabyte_budgets():
         device = np.array([0, 0]) if budget[0] >= 16 * gib else np.array([0, 1])
         return device, np.array([12 * gib, 0])
 
-    device = fit_to_memory(place, g, c, np.array([16 * gib, 16 * gib]), rounds=2)
+    device, _ = fit_to_memory(place, g, c, np.array([16 * gib, 16 * gib]), rounds=2)
     assert device.tolist() == [0, 1]
     assert budgets[1] == [int(16 * gib * 12 / 20), 16 * gib]

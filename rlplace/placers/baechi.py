@@ -26,6 +26,16 @@ into it where possible, ``rlplace.coarsen.fuse``, held otherwise, ``_list_schedu
 forward-only placement leaves to follow what runs after the gradients or only feeds them (the
 optimizer's updates, the learning-rate schedule, ``rlplace.coarsen.backward_ops``).
 
+``optimizer_fallback`` (on by default; not in the paper, like Celeritas' ``fusion_fallback``):
+the placer also places the graph with co-placement and fusion off (colocation kept, the same
+forward-only rule) and keeps whichever placement the simulator runs faster, a placement that
+fits before one that does not. So the optimizer never makes a placement slower than with it off.
+On latency-free parallel links, where a megabyte's transfer outweighs most ops, co-placement by
+cost joins them to their readers and lengthens the placer's own schedule, and in forward-only
+placement the backward ops, most of the step, follow that placement: the optimized placement ran
+up to 1.32x the plain one there (experiments/results/bench_fusion.md, experiments/README.md),
+while on sequential links it is up to 4x faster.
+
 Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
 they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
 transfers and ops that take time, m-ETF's own schedule is exactly the simulator's schedule of its
@@ -54,13 +64,16 @@ from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
-from rlplace.placers.fit import fit_to_memory
+from rlplace.placers.fit import fastest_fit
 from rlplace.placers.sct_lp import LP_METHODS, favorite_children
 from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, duration, hold_op_memory, hold_persistent,
                                   next_release, release_until, start)
 from rlplace.sim import simulate
+
+
+_KNOWN = ("nodes_placed", "planned_peak", "own_schedule", "own_peak_memory")  # set by each placement
 
 
 @dataclass
@@ -75,6 +88,7 @@ class _BaechiPlacer:
     coplacement_rule: str = "cost"  # §3.2's case (i) by its costs, or "paper" (rlplace.coarsen.coplacement_labels)
     coplacement_ratio: float = 0.1  # "cost": an op joins its reader if its compute <= ratio x its transfer
     forward_only: bool = True
+    optimizer_fallback: bool = True  # also place without co-placement and fusion; keep the faster
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
 
@@ -89,12 +103,18 @@ class _BaechiPlacer:
         single_peak = None  # of the whole step on one device, where forward-only placement may apply
         if self.forward_only and np.any(graph.forward_op >= 0):
             single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
+        optimizing = self.coplacement or self.fusion
+        ways = (True, False) if optimizing and self.optimizer_fallback else (optimizing,)
         self._memo: dict = {}
+        rounds: dict[bytes, dict] = {}  # each placement tried: what the placer knew of it
         try:
-            return Placement(fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, single_peak),
-                                           graph, cluster, caps, self.memory_rounds))
+            device, _ = fastest_fit([lambda budget, optimize=optimize: self._place_within(
+                graph, cluster, budget, single_peak, optimize, rounds) for optimize in ways],
+                graph, cluster, caps, self.memory_rounds)
         finally:
             self._memo = {}
+        vars(self).update(rounds[device.tobytes()])
+        return Placement(device)
 
     def _once(self, key, make):
         """``make()``, computed once per ``place``: the forward part, the graph optimizer's
@@ -104,19 +124,24 @@ class _BaechiPlacer:
             self._memo[key] = make()
         return self._memo[key]
 
-    def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray,
-                      single_peak: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """One device per op within ``caps``, and the peak bytes per device the placer planned."""
+    def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray, single_peak: int | None,
+                      optimize: bool, rounds: dict[bytes, dict]) -> tuple[np.ndarray, np.ndarray]:
+        """One device per op within ``caps`` (through the graph optimizer with ``optimize``), and
+        the peak bytes per device the placer planned; ``rounds[device bytes]`` keeps what the
+        placer knew of the placement (``_KNOWN``) the first way it came to it."""
         self.planned_peak = caps  # m-TOPO's plan is its cap; the list schedulers set their own
         if single_peak is not None and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
             sub, keep = self._once("forward_part", lambda: forward_part(graph))
-            return follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps)), self.planned_peak
-        return self._optimize_and_place(graph, cluster, caps), self.planned_peak
+            device = follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps, optimize))
+        else:
+            device = self._optimize_and_place(graph, cluster, caps, optimize)
+        rounds.setdefault(device.tobytes(), {k: getattr(self, k) for k in _KNOWN if hasattr(self, k)})
+        return device, self.planned_peak
 
-    def _optimize_and_place(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray) -> np.ndarray:
-        """Baechi's graph optimizer (when on), then the placer on its groups: one device per op."""
-        if not (self.coplacement or self.fusion):
+    def _optimize_and_place(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray, optimize: bool) -> np.ndarray:
+        """Baechi's graph optimizer (with ``optimize``), then the placer on its groups: one device per op."""
+        if not optimize:
             self.nodes_placed = graph.num_ops
             return self._place_work(graph, cluster, caps, False)
         coarse = self._once(("coarse", id(graph)), lambda: GraphOptimizer(

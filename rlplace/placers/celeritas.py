@@ -46,12 +46,11 @@ from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
-from rlplace.placers.fit import fit_to_memory
+from rlplace.placers.fit import fastest_fit
 from rlplace.schedule import Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, defer, duration, first_idle_slot, fits, hold_op_memory,
                                   hold_persistent, newly_ready, occupy, overfill, record_transfer, release_on_until, start, vacate)
-from rlplace.sim import simulate
 
 
 # ------------------------------------------------------------------------------------ orders
@@ -219,18 +218,12 @@ class _CeleritasPlacer:
         if not isinstance(self.memory_rounds, int) or self.memory_rounds < 1:
             raise ConfigError(f"{self.name}: memory_rounds must be an integer >= 1, got {self.memory_rounds!r}")
         cap = np.floor(self.memory_fraction * cluster.memory).astype(np.int64)
-        best = None
         rounds = {}  # each placement tried: what the placer knew of it
-        for fuse in (True, False) if self.fusion and self.fusion_fallback else (self.fusion,):
-            device = fit_to_memory(lambda budget: self._place_within(graph, cluster, budget, fuse, rounds),
-                                   graph, cluster, cap, self.memory_rounds)
-            result = simulate(graph, cluster, device)
-            outcome = (result.oom, result.step_time)
-            if best is None or outcome < best[0]:
-                best = outcome, device
-        (oom, _), device = best
+        fuses = (True, False) if self.fusion and self.fusion_fallback else (self.fusion,)
+        device, result = fastest_fit([lambda budget, fuse=fuse: self._place_within(graph, cluster, budget, fuse, rounds)
+                                      for fuse in fuses], graph, cluster, cap, self.memory_rounds)
         self.nodes_placed, self.planned_peak, self.own_schedule, self.own_peak_memory = rounds[device.tobytes()]
-        self.fits = not oom
+        self.fits = not result.oom
         return Placement(device)
 
     def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray, fuse: bool,

@@ -12,36 +12,46 @@ A placement it returns as fitting fits in the simulator.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from rlplace.cluster import Cluster
 from rlplace.graph import OpGraph
-from rlplace.sim import simulate
+from rlplace.sim import StepResult, simulate
 
 
 def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], graph: OpGraph,
-                  cluster: Cluster, budget: np.ndarray, rounds: int) -> np.ndarray:
+                  cluster: Cluster, budget: np.ndarray, rounds: int) -> tuple[np.ndarray, StepResult]:
     """``place(budget)`` -> (one device per op, the peak bytes the placer planned per device),
     placed with ``budget`` bytes per device. Tries at most ``rounds`` budgets (the first as
-    given) and returns the first placement that fits, or the one that overflows least;
-    ``rounds <= 1`` places once without checking."""
-    device, planned = place(budget)
-    if rounds <= 1:
-        return device
-    best, best_over = device, None
-    for _ in range(rounds):
-        peak = simulate(graph, cluster, device).peak_memory
+    given) and returns the first placement that fits, or the one that overflows least, with the
+    simulator's result of it; ``rounds <= 1`` places once and returns that placement."""
+    best, best_over = None, None
+    for _ in range(max(rounds, 1)):
+        device, planned = place(budget)
+        result = simulate(graph, cluster, device)
+        peak = result.peak_memory
         over = np.maximum(peak - cluster.memory, 0)
-        if not over.any():
-            return device
+        if not over.any() or rounds <= 1:
+            return device, result
         if best_over is None or over.sum() < best_over:
-            best, best_over = device, over.sum()
+            best, best_over = (device, result), over.sum()
         short = over > 0
         budget = budget.copy()
         corrected = cluster.memory[short] * (np.minimum(planned[short], budget[short]) / peak[short])  # float: bytes² overflow int64
         budget[short] = np.minimum(budget[short] - 1, np.floor(corrected).astype(np.int64))
         budget = np.maximum(budget, 0)
-        device, planned = place(budget)
+    return best
+
+
+def fastest_fit(places: Sequence[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]], graph: OpGraph,
+                cluster: Cluster, budget: np.ndarray, rounds: int) -> tuple[np.ndarray, StepResult]:
+    """``fit_to_memory`` with each way to place in turn; the placement the simulator runs
+    fastest among those that fit (among all when none fits; the first on ties) and its result."""
+    best = None
+    for place in places:
+        device, result = fit_to_memory(place, graph, cluster, budget, rounds)
+        if best is None or (result.oom, result.step_time) < (best[1].oom, best[1].step_time):
+            best = device, result
     return best
