@@ -31,13 +31,15 @@ def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
     if rounds <= 1:
         return device
     best, best_over = device, None
-    for _ in range(rounds):
+    for r in range(rounds):
         peak = simulate(graph, cluster, device).peak_memory
         over = np.maximum(peak - cluster.memory, 0)
         if not over.any():
             return device
         if best_over is None or over.sum() < best_over:
             best, best_over = device, over.sum()
+        if r == rounds - 1:
+            break
         short = over > 0
         budget = budget.copy()
         corrected = cluster.memory[short] * (np.minimum(planned[short], budget[short]) / peak[short])  # float: bytes² overflow int64
