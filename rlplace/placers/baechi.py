@@ -44,7 +44,6 @@ a valid schedule of its placement (tested).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -223,31 +222,6 @@ class MSCTPlacer(_BaechiPlacer):
         return self._keep_schedule(work, cluster, _list_schedule(work, cluster, caps, self._groups(work, optimized), fav))
 
 
-class _Groups(NamedTuple):
-    """Colocation groups (§3.1) with more than one op: an op's group ``of`` (-1: none), each
-    group's ``members[ptr[g]:ptr[g + 1]]``, its ``persistent`` bytes and ``extra`` bytes
-    (largest temporary + largest output, reserved until its last member is placed, §4.2); as
-    the placer goes, the ``device`` it went to (-1: not yet) and its members ``left`` to place."""
-
-    of: np.ndarray
-    ptr: np.ndarray
-    members: np.ndarray
-    persistent: np.ndarray
-    extra: np.ndarray
-    device: np.ndarray
-    left: np.ndarray
-
-
-class _Queues(NamedTuple):
-    """Min-heaps of ready ops (``rlplace.schedule.heap``), one per slice of ``key``/``op``
-    (``size``: per heap): per device, keyed by a lower bound of when the op's inputs can be
-    there; m-SCT's urgent ops, keyed by when their inputs can be on every device."""
-
-    key: np.ndarray
-    op: np.ndarray
-    size: np.ndarray
-
-
 def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: dict[str, np.ndarray],
                    fav: np.ndarray | None) -> Model:
     """m-ETF, or m-SCT when favorite children ``fav`` are given, over the execution model of
@@ -260,7 +234,7 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     group's device, and then joins it there, as the fused Step/UpdateStep of Baechi Fig. 6 is
     placed by its schedulable time. Should every ready op be such a source (a member can only
     start after it), the waiting sources become ready as usual."""
-    n, ndev = work.num_ops, cluster.num_devices
+    n = work.num_ops
     group_of = np.full(n, -1, dtype=np.int64)
     members = [ops for ops in groups.values() if len(ops) > 1]
     ptr = np.zeros(len(members) + 1, dtype=np.int64)
@@ -280,33 +254,46 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     set_of = np.where(group_of >= 0, group_of, k + np.arange(n))  # an op outside the groups: a set of its own
     held = (np.diff(work.in_ptr) == 0) & deferred_sets(work, set_of)[set_of]
     m = new_model(work, cluster, placer=True)
-    size = 2 * n + 1  # each op once when ready, once more when its group is placed
-    ready = _Queues(np.empty(ndev * size), np.empty(ndev * size, dtype=np.int64), np.zeros(ndev, dtype=np.int64))
-    urgent = _Queues(np.empty(n + 1), np.empty(n + 1, dtype=np.int64), np.zeros(1, dtype=np.int64))
-    _schedule(m, _Groups(group_of, ptr, flat, persistent, extra, np.full(k, -1, dtype=np.int64), np.diff(ptr)),
-              caps, fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None, held, ready, urgent)
+    _schedule(m, group_of, ptr, flat, persistent, extra, caps,
+              fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None, held)
     if np.any(m.ops.device < 0):
         raise PlacementError(f"list scheduling left op {work.names[int(np.argmax(m.ops.device < 0))]!r} unplaced")
     return m
 
 
 # ------------------------------------------------------------------------------ the policy loop
+# One compiled loop: split into compiled helpers that take the model's parts, the ETF choice
+# alone made m-ETF 1.3x slower at 20,000 ops (numba keeps reference counting around a helper
+# with a loop), so the steps are marked by section instead.
 @numba.njit(cache=True)
-def _schedule(m, groups, cap, fav, sct, held, ready, urgent):  # pragma: no cover - compiled
-    """Place every op of model ``m`` (Baechi §2.3 m-ETF; with ``sct``, §2.4 m-SCT): each round
-    takes, over the devices, the (op, device) pair that can start first, where a device's
-    candidate is m-SCT's favorite child or urgent op, else ETF's ready op that can start there
-    first; admits it if the device has the memory (§2.3), and starts it there."""
+def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, cap, fav, sct,
+              held):  # pragma: no cover - compiled
+    """Place every op of model ``m``: m-ETF (Baechi §2.3), or with ``sct`` m-SCT (§2.4). Each
+    round takes, over the devices, the (op, device) pair that can start first (Eq. 1), a
+    device's candidate being m-SCT's favorite child or urgent op, else the ready op that can
+    start there first; admits it if the device has the memory (§2.3) and starts it there.
+    Per device a heap of ready ops keyed by a lower bound of when their inputs can be there
+    (raised lazily: inputs only arrive later as the schedule fills); for m-SCT a heap of ready
+    ops keyed by when their inputs could be on every device (urgent ops)."""
     graph, ops, devices, channels, transfers, sent = m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent
     memory, releases = m.memory, m.releases
     n = len(graph.compute)
     ndev = len(devices.avail)
     missing = graph.in_ptr[1:] - graph.in_ptr[:-1]  # per op: inputs not yet placed
     reserved = np.zeros(ndev, dtype=np.int64)  # extra bytes of groups still being placed (§4.2)
+    group_device = np.full(len(group_persistent), -1, dtype=np.int64)
+    group_left = group_ptr[1:] - group_ptr[:-1]
     not_before = np.zeros(n * ndev)  # (op, device): the device's next release, where op lacked memory
     dropped = np.zeros(n * ndev, dtype=np.bool_)  # (op, device): no memory and no release to come
     drop_count = np.zeros(n, dtype=np.int64)
     scratch = np.zeros(ndev)
+    slot = 2 * n + 1  # per device heap: each op once when ready, once more when its group is placed
+    ready_key = np.empty(ndev * slot)
+    ready_op = np.empty(ndev * slot, dtype=np.int64)
+    ready_size = np.zeros(ndev, dtype=np.int64)
+    urgent_key = np.empty(n + 1)
+    urgent_op = np.empty(n + 1, dtype=np.int64)
+    urgent_size = 0
     awaiting = np.full(ndev, -1, dtype=np.int64)  # m-SCT: per device, the favorite child of its last op
     fresh = np.empty(n + 1, dtype=np.int64)  # ready ops not yet queued
     nfresh = 0
@@ -314,37 +301,90 @@ def _schedule(m, groups, cap, fav, sct, held, ready, urgent):  # pragma: no cove
         if missing[i] == 0:
             fresh[nfresh] = i
             nfresh += 1
+
     placed = 0
     now = 0.0
     while placed < n:
-        while nfresh > 0:
+        while nfresh > 0:  # newly ready ops join the queues of the devices they may go to
             nfresh -= 1
-            _enqueue(m, groups, held, not_before, ready, urgent, sct, fresh[nfresh], scratch)
-        op, d, s = -1, -1, np.inf
-        for d2 in range(ndev):  # Eq. 1: the pair (op, device) of earliest start
-            c, s2 = -1, np.inf
-            if sct:
-                c, s2 = _favorite_child(m, groups, not_before, dropped, missing, awaiting[d2], d2, scratch)
-                if c >= 0:
-                    u, s_u = _urgent_op(m, groups, not_before, dropped, urgent, c, s2, d2, scratch)
-                    if u >= 0:
-                        c, s2 = u, s_u
-            if c < 0:
-                c, s2 = _etf_choice(m, groups, not_before, dropped, ready, d2, scratch)
-            if c >= 0 and s2 < s:
-                op, d, s = c, d2, s2
-        if op < 0:
-            nfresh = _release_held(ops, groups, held, fresh)
+            c = fresh[nfresh]
+            g = group_of[c]
+            if held[c] and group_device[g] < 0:
+                continue  # joins its group's device when a member decides it (below, §3.1)
+            pin = group_device[g] if g >= 0 else -1
+            for d in range(ndev):
+                if pin < 0 or d == pin:
+                    ready_size[d] = push(ready_key, ready_op, d * slot, ready_size[d],
+                                         input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch), c)
+            if sct and pin < 0:
+                urgent_size = push(urgent_key, urgent_op, 0, urgent_size, _inputs_anywhere(graph, ops, c), c)
+
+        best_d, best_op, best_s = -1, -1, np.inf
+        for d in range(ndev):  # Eq. 1: the (op, device) pair of earliest start
+            op, s = -1, np.inf
+            c = awaiting[d]
+            g = group_of[c] if c >= 0 else -1
+            pin = group_device[g] if g >= 0 else -1
+            if sct and c >= 0 and ops.device[c] < 0 and missing[c] == 0 and (
+                    pin == d or (pin < 0 and not dropped[c * ndev + d])):
+                # §2.4: the device keeps itself for the favorite child of its last op if the child
+                # can start here no later than anywhere else...
+                s_c = max(devices.avail[d], input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch))
+                favorite = True
+                if pin < 0:
+                    for d2 in range(ndev):
+                        if d2 != d and not dropped[c * ndev + d2] and max(devices.avail[d2], input_time(
+                                graph, ops, transfers, sent, channels, not_before, c, d2, scratch)) < s_c:
+                            favorite = False
+                            break
+                if favorite:
+                    op, s = c, s_c
+                    # ...unless an urgent op (one that can begin right away on any device: every
+                    # device is free and has its inputs by then) can start here first
+                    while urgent_size > 0 and (ops.device[urgent_op[0]] >= 0 or (
+                            group_of[urgent_op[0]] >= 0 and group_device[group_of[urgent_op[0]]] >= 0)):
+                        _, _, urgent_size = pop(urgent_key, urgent_op, 0, urgent_size)
+                    if urgent_size > 0 and urgent_op[0] != c and not dropped[urgent_op[0] * ndev + d]:
+                        u = urgent_op[0]
+                        now_d = max(devices.avail[d], urgent_key[0])
+                        urgent = now_d <= s_c
+                        for d2 in range(ndev):
+                            if urgent and max(devices.avail[d2], input_time(
+                                    graph, ops, transfers, sent, channels, not_before, u, d2, scratch)) > now_d:
+                                urgent = False
+                        if urgent:
+                            op, s = u, now_d
+            if op < 0:  # §2.3 (ETF): the ready op that can start first here
+                base = d * slot
+                while ready_size[d] > 0:
+                    c = ready_op[base]
+                    g = group_of[c]
+                    pin = group_device[g] if g >= 0 else -1
+                    if ops.device[c] >= 0 or not (pin == d or (pin < 0 and not dropped[c * ndev + d])):
+                        _, _, ready_size[d] = pop(ready_key, ready_op, base, ready_size[d])
+                        continue
+                    key = input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch)
+                    if key > ready_key[base]:  # its inputs arrive later than the queue said: requeue
+                        _, _, ready_size[d] = pop(ready_key, ready_op, base, ready_size[d])
+                        ready_size[d] = push(ready_key, ready_op, base, ready_size[d], key, c)
+                        continue
+                    op, s = c, max(devices.avail[d], key)
+                    break
+            if op >= 0 and s < best_s:
+                best_d, best_op, best_s = d, op, s
+        if best_op < 0:
+            nfresh = _release_held(ops, group_of, group_device, held, fresh)
             if nfresh > 0:
                 continue
             break  # cannot happen on a DAG; _list_schedule reports it
 
-        now = max(now, s)
+        op, d = best_op, best_d
+        now = max(now, best_s)
         release_until(releases, memory, now)
-        g = groups.of[op]
-        if _pinned_to(groups, op) < 0:  # §2.3 memory admission (a placed group's memory is reserved)
-            persistent = groups.persistent[g] if g >= 0 else graph.persistent[op]
-            need = persistent + graph.alloc_at_start[op] + (groups.extra[g] if g >= 0 else 0) + \
+        g = group_of[op]
+        if g < 0 or group_device[g] < 0:  # §2.3 memory admission (a placed group's memory is reserved)
+            persistent = group_persistent[g] if g >= 0 else graph.persistent[op]
+            need = persistent + graph.alloc_at_start[op] + (group_extra[g] if g >= 0 else 0) + \
                 received_bytes(graph, ops, sent, op, d)
             if not fits(memory, reserved, cap, d, need, persistent):
                 if awaiting[d] == op:
@@ -352,54 +392,31 @@ def _schedule(m, groups, cap, fav, sct, held, ready, urgent):  # pragma: no cove
                 if not defer(releases, not_before, dropped, drop_count, op, d):
                     continue
                 d = _least_overfilled(memory, reserved, cap, need, persistent)  # fits nowhere: best effort
-                s = max(now, devices.avail[d], input_time(graph, ops, transfers, sent, channels, not_before, op, d,
-                                                          scratch))
-        _place(m, groups, reserved, ready, not_before, missing, op, d, s, scratch)
+                best_s = max(now, devices.avail[d], input_time(graph, ops, transfers, sent, channels, not_before, op,
+                                                               d, scratch))
+
+        received = book_inputs(graph, ops, transfers, sent, channels, op, d)
+        start(ops, devices, op, d, best_s, duration(graph.compute, devices.speed, op, d))
         placed += 1
+        if g < 0:
+            hold_persistent(memory, d, graph.persistent[op])
+        else:
+            if group_device[g] < 0:  # §3.1: the whole group goes where its first op went
+                group_device[g] = d
+                hold_persistent(memory, d, group_persistent[g])
+                reserved[d] += group_extra[g]  # §4.2, until its last member is placed
+                for k in range(group_ptr[g], group_ptr[g + 1]):  # its ready members queue there (again)
+                    c = group_members[k]
+                    if ops.device[c] < 0 and missing[c] == 0:
+                        ready_size[d] = push(ready_key, ready_op, d * slot, ready_size[d], input_time(
+                            graph, ops, transfers, sent, channels, not_before, c, d, scratch), c)
+            group_left[g] -= 1
+            if group_left[g] == 0:
+                reserved[d] -= group_extra[g]
+        hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received)
         nfresh = newly_ready(graph, missing, op, fresh, nfresh)
         if sct:
             awaiting[d] = fav[op]
-
-
-@numba.njit(cache=True)
-def _pinned_to(groups, op):  # pragma: no cover - compiled
-    """The device ``op``'s colocation group went to (-1: none yet, or no group)."""
-    g = groups.of[op]
-    return groups.device[g] if g >= 0 else -1
-
-
-@numba.njit(cache=True)
-def _may_go(ops, groups, dropped, op, d):  # pragma: no cover - compiled
-    """Whether unplaced ``op`` may still go on device ``d``: its group's device, or, with no
-    group placed, a device it has not given up for lack of memory (§2.3, §3.1)."""
-    pin = _pinned_to(groups, op)
-    ndev = len(dropped) // len(ops.device)
-    return ops.device[op] < 0 and (pin == d or (pin < 0 and not dropped[op * ndev + d]))
-
-
-@numba.njit(cache=True)
-def _start_time(m, not_before, op, d, scratch):  # pragma: no cover - compiled
-    """Eq. 1 for ``op`` on device ``d``: the later of the device's earliest available time and
-    the arrival of ``op``'s inputs there (§3.4: after the queued transfers; not before the
-    device's next release where it lacked the memory)."""
-    return max(m.devices.avail[d], input_time(m.graph, m.ops, m.transfers, m.sent, m.channels, not_before, op, d,
-                                              scratch))
-
-
-@numba.njit(cache=True)
-def _enqueue(m, groups, held, not_before, ready, urgent, sct, op, scratch):  # pragma: no cover - compiled
-    """Ready ``op`` joins the queue of each device it may go to (its group's, once placed),
-    and, for m-SCT, the urgent queue; a held source of an unplaced group waits (``_place``
-    queues it when a member places the group)."""
-    pin = _pinned_to(groups, op)
-    if held[op] and pin < 0:
-        return
-    ndev = len(ready.size)
-    for d in range(ndev):
-        if pin < 0 or d == pin:
-            _push(ready, d, input_time(m.graph, m.ops, m.transfers, m.sent, m.channels, not_before, op, d, scratch), op)
-    if sct and pin < 0:
-        _push(urgent, 0, _inputs_anywhere(m.graph, m.ops, op), op)
 
 
 @numba.njit(cache=True)
@@ -410,64 +427,6 @@ def _inputs_anywhere(graph, ops, op):  # pragma: no cover - compiled
         e = graph.in_edges[k]
         t = max(t, ops.end[graph.edge_src[e]] + graph.xfer_time[graph.edge_tensor[e]])
     return t
-
-
-@numba.njit(cache=True)
-def _etf_choice(m, groups, not_before, dropped, ready, d, scratch):  # pragma: no cover - compiled
-    """§2.3: the ready op that can start first on device ``d``, and when (-1, inf: none). The
-    queue's keys are lower bounds (inputs only arrive later as the schedule fills): an op
-    whose key has grown goes back with its new key."""
-    while ready.size[d] > 0:
-        c, key = _top(ready, d)
-        if not _may_go(m.ops, groups, dropped, c, d):
-            _pop(ready, d)
-            continue
-        t = input_time(m.graph, m.ops, m.transfers, m.sent, m.channels, not_before, c, d, scratch)
-        if t > key:
-            _pop(ready, d)
-            _push(ready, d, t, c)
-            continue
-        return c, max(m.devices.avail[d], t)
-    return -1, np.inf
-
-
-@numba.njit(cache=True)
-def _favorite_child(m, groups, not_before, dropped, missing, c, d, scratch):  # pragma: no cover - compiled
-    """§2.4: device ``d`` keeps itself for ``c``, the favorite child of the last op it ran, if
-    ``c`` is ready, may go on ``d`` and can start there no later than anywhere else; returns
-    (``c``, its start on ``d``), or (-1, inf)."""
-    if c < 0 or missing[c] > 0 or not _may_go(m.ops, groups, dropped, c, d):
-        return -1, np.inf
-    s = _start_time(m, not_before, c, d, scratch)
-    if _pinned_to(groups, c) < 0:
-        for d2 in range(len(m.devices.avail)):
-            if d2 != d and not dropped[c * len(scratch) + d2] and _start_time(m, not_before, c, d2, scratch) < s:
-                return -1, np.inf
-    return c, s
-
-
-@numba.njit(cache=True)
-def _urgent_op(m, groups, not_before, dropped, urgent, child, s_child, d, scratch):  # pragma: no cover - compiled
-    """§2.4: an urgent op (one that can begin right away on any device: every device is free and
-    has its inputs by then) that can start on device ``d`` no later than the favorite child
-    ``child`` would at ``s_child``; returns (it, its start) or (-1, inf)."""
-    while urgent.size[0] > 0:  # placed ops, and ops whose group is placed, are no longer candidates
-        u, _ = _top(urgent, 0)
-        if m.ops.device[u] < 0 and _pinned_to(groups, u) < 0:
-            break
-        _pop(urgent, 0)
-    if urgent.size[0] == 0:
-        return -1, np.inf
-    u, inputs = _top(urgent, 0)
-    if u == child or dropped[u * len(scratch) + d]:
-        return -1, np.inf
-    now = max(m.devices.avail[d], inputs)
-    if now > s_child:
-        return -1, np.inf
-    for d2 in range(len(scratch)):
-        if _start_time(m, not_before, u, d2, scratch) > now:
-            return -1, np.inf
-    return u, now
 
 
 @numba.njit(cache=True)
@@ -482,59 +441,13 @@ def _least_overfilled(memory, reserved, cap, need, persistent):  # pragma: no co
 
 
 @numba.njit(cache=True)
-def _place(m, groups, reserved, ready, not_before, missing, op, d, s, scratch):  # pragma: no cover - compiled
-    """Start ``op`` on device ``d`` at ``s`` with its input transfers, and hold its memory.
-    The first member of a group places the whole group there (§3.1): its persistent bytes are
-    held and its extra bytes reserved until its last member is placed (§4.2), and its ready
-    members join that device's queue (again, or for the first time: a member may have given
-    that device up before the group was placed, and a held source was not queued)."""
-    graph, ops, memory = m.graph, m.ops, m.memory
-    received = book_inputs(graph, ops, m.transfers, m.sent, m.channels, op, d)
-    start(ops, m.devices, op, d, s, duration(graph.compute, m.devices.speed, op, d))
-    g = groups.of[op]
-    if g < 0:
-        hold_persistent(memory, d, graph.persistent[op])
-    else:
-        if groups.device[g] < 0:
-            groups.device[g] = d
-            hold_persistent(memory, d, groups.persistent[g])
-            reserved[d] += groups.extra[g]
-            for k in range(groups.ptr[g], groups.ptr[g + 1]):
-                c = groups.members[k]
-                if ops.device[c] < 0 and missing[c] == 0:
-                    _push(ready, d, input_time(graph, ops, m.transfers, m.sent, m.channels, not_before, c, d, scratch), c)
-        groups.left[g] -= 1
-        if groups.left[g] == 0:
-            reserved[d] -= groups.extra[g]
-    hold_op_memory(graph, ops, m.transfers, m.sent, memory, m.releases, op, received)
-
-
-@numba.njit(cache=True)
-def _release_held(ops, groups, held, fresh):  # pragma: no cover - compiled
-    """Every ready op is a held source waiting for its group: they become ready as usual
-    (into ``fresh``); returns how many."""
+def _release_held(ops, group_of, group_device, held, fresh):  # pragma: no cover - compiled
+    """Every ready op is a held source waiting for its group (§3.1, ``_list_schedule``): they
+    become ready as usual (into ``fresh``); returns how many."""
     count = 0
     for c in range(len(held)):
-        if held[c] and ops.device[c] < 0 and _pinned_to(groups, c) < 0:
+        if held[c] and ops.device[c] < 0 and group_device[group_of[c]] < 0:
             held[c] = False
             fresh[count] = c
             count += 1
     return count
-
-
-# ------------------------------------------------------------------------------ ready queues
-@numba.njit(cache=True)
-def _push(q, h, key, op):  # pragma: no cover - compiled
-    q.size[h] = push(q.key, q.op, h * (len(q.key) // len(q.size)), q.size[h], key, op)
-
-
-@numba.njit(cache=True)
-def _pop(q, h):  # pragma: no cover - compiled
-    _, _, q.size[h] = pop(q.key, q.op, h * (len(q.key) // len(q.size)), q.size[h])
-
-
-@numba.njit(cache=True)
-def _top(q, h):  # pragma: no cover - compiled
-    """(op, key) at the head of heap ``h``."""
-    base = h * (len(q.key) // len(q.size))
-    return q.op[base], q.key[base]
