@@ -151,7 +151,8 @@ class _BaechiPlacer:
     def _keep_schedule(self, work: OpGraph, cluster: Cluster, m: Model) -> np.ndarray:
         """Keep the placer's own schedule of the graph it placed (after its graph optimizer;
         with forward-only placement, the forward ops) as ``own_schedule``, and the peak memory
-        per device it predicts as ``own_peak_memory``; returns the devices."""
+        per device it predicts as ``own_peak_memory``; returns the devices. ``place`` keeps
+        those of the round whose placement it returns (``_round``)."""
         self.own_schedule: Schedule = schedule_of(m, work)
         self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule, cluster.memory_model)
         self.planned_peak = m.memory.peak.copy()  # as the placer saw it while deciding
@@ -237,24 +238,24 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
     n = work.num_ops
     group_of = np.full(n, -1, dtype=np.int64)
     members = [ops for ops in groups.values() if len(ops) > 1]
-    ptr = np.zeros(len(members) + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(ops) for ops in members])
-    flat = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
+    group_ptr = np.zeros(len(members) + 1, dtype=np.int64)
+    group_ptr[1:] = np.cumsum([len(ops) for ops in members])
+    group_members = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
     for g, ops in enumerate(members):
         group_of[ops] = g
     k = len(members)
-    owner = np.repeat(np.arange(k), np.diff(ptr))
-    persistent = np.zeros(k, dtype=np.int64)
-    np.add.at(persistent, owner, work.persistent_bytes[flat])
-    extra = np.zeros(k, dtype=np.int64)
+    owner = np.repeat(np.arange(k), np.diff(group_ptr))
+    group_persistent = np.zeros(k, dtype=np.int64)
+    np.add.at(group_persistent, owner, work.persistent_bytes[group_members])
+    group_extra = np.zeros(k, dtype=np.int64)  # Baechi §4.2: largest temporary + largest output
     max_temp = np.zeros(k, dtype=np.int64)
-    np.maximum.at(max_temp, owner, work.temporary_bytes[flat])
-    np.maximum.at(extra, owner, work.output_total[flat])
-    extra += max_temp
+    np.maximum.at(max_temp, owner, work.temporary_bytes[group_members])
+    np.maximum.at(group_extra, owner, work.output_total[group_members])
+    group_extra += max_temp
     set_of = np.where(group_of >= 0, group_of, k + np.arange(n))  # an op outside the groups: a set of its own
     held = (np.diff(work.in_ptr) == 0) & deferred_sets(work, set_of)[set_of]
     m = new_model(work, cluster, placer=True)
-    _schedule(m, group_of, ptr, flat, persistent, extra, caps,
+    _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, caps,
               fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None, held)
     if np.any(m.ops.device < 0):
         raise PlacementError(f"list scheduling left op {work.names[int(np.argmax(m.ops.device < 0))]!r} unplaced")
@@ -269,7 +270,8 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
 def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, cap, fav, sct,
               held):  # pragma: no cover - compiled
     """Place every op of model ``m``: m-ETF (Baechi §2.3), or with ``sct`` m-SCT (§2.4). Each
-    round takes, over the devices, the (op, device) pair that can start first (Eq. 1), a
+    round takes, over the devices, the (op, device) pair that can start first (Eq. 1; with
+    sequential transfers after those already queued, §3.4), a
     device's candidate being m-SCT's favorite child or urgent op, else the ready op that can
     start there first; admits it if the device has the memory (§2.3) and starts it there.
     Per device a heap of ready ops keyed by a lower bound of when their inputs can be there
