@@ -8,6 +8,7 @@ from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
 from rlplace.placers.sct_lp import favorite_children
+from rlplace.schedule import memory_peaks
 from rlplace.sim import simulate
 from rlplace.zoo import chain, layered, linear_regression
 
@@ -254,6 +255,33 @@ def test_memory_rounds_reuse_the_optimizer_and_the_lp(monkeypatch):
     assert rounds > 2 and calls["lp"] == 2 and calls["optimizer"] == 1
     placer.place(g, tiny)  # a new call computes them again
     assert calls == {"lp": 4, "optimizer": 2, "rounds": 2 * rounds}
+
+
+@pytest.mark.parametrize("name", SCHEDULERS)
+def test_the_kept_schedule_is_of_the_placement_returned(name, monkeypatch):
+    """Nothing fits in 300 kB per device, so every memory round runs and ``fit_to_memory``
+    returns the round that overflows least, here not the last: the own schedule, its peak
+    memory and the planned peak kept are that round's."""
+    import rlplace.placers.baechi as baechi
+
+    rounds = []
+    within = baechi._BaechiPlacer._place_within
+
+    def recorded(self, *args):
+        device, planned = within(self, *args)
+        rounds.append((device.copy(), planned.copy()))
+        return device, planned
+
+    monkeypatch.setattr(baechi._BaechiPlacer, "_place_within", recorded)
+    g = layered(20, seed=0)
+    c = Cluster.homogeneous(4, 3 * 10**5, load_preset("baechi_2080").comm)
+    placer = make_placer(name, **OFF)
+    device = placer.place(g, c).device_of
+    returned = [i for i, (d, _) in enumerate(rounds) if np.array_equal(d, device)]
+    assert returned and returned[0] < len(rounds) - 1 and not np.array_equal(rounds[-1][0], device)
+    np.testing.assert_array_equal(placer.own_schedule.op_device, device)
+    np.testing.assert_array_equal(placer.planned_peak, rounds[returned[0]][1])
+    np.testing.assert_array_equal(placer.own_peak_memory, memory_peaks(g, 4, placer.own_schedule))
 
 
 def _variable_group_graph() -> OpGraph:

@@ -68,8 +68,8 @@ from rlplace.placers.fit import fastest_fit
 from rlplace.placers.sct_lp import LP_METHODS, favorite_children
 from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
-from rlplace.schedule.ops import (arrival, book_inputs, duration, hold_op_memory, hold_persistent,
-                                  next_release, release_until, start)
+from rlplace.schedule.ops import (book_inputs, defer, duration, fits, hold_op_memory, hold_persistent, input_time,
+                                  newly_ready, overfill, received_bytes, release_until, start)
 from rlplace.sim import simulate
 
 
@@ -162,7 +162,8 @@ class _BaechiPlacer:
     def _keep_schedule(self, work: OpGraph, cluster: Cluster, m: Model) -> np.ndarray:
         """Keep the placer's own schedule of the graph it placed (after its graph optimizer;
         with forward-only placement, the forward ops) as ``own_schedule``, and the peak memory
-        per device it predicts as ``own_peak_memory``; returns the devices."""
+        per device it predicts as ``own_peak_memory``; returns the devices. ``place`` keeps
+        those of the round whose placement it returns (``rounds`` in ``_place_within``)."""
         self.own_schedule: Schedule = schedule_of(m, work)
         self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule, cluster.memory_model)
         self.planned_peak = m.memory.peak.copy()  # as the placer saw it while deciding
@@ -273,46 +274,44 @@ def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: di
 
 
 # ------------------------------------------------------------------------------ the policy loop
-@numba.njit(cache=True, inline="always")
-def _earliest(graph, ops, transfers, sent, channels, op, d, not_before, scratch):  # pragma: no cover - compiled
-    """Eq. 1 on device ``d`` without the device's own availability: when ``op``'s inputs can be
-    there (§3.4: after the queued transfers), and not before ``d`` next releases memory where it
-    lacked the memory."""
-    return max(arrival(graph, ops, transfers, sent, channels, op, d, scratch), not_before[op * len(scratch) + d])
-
-
+# One compiled loop: split into compiled helpers that take the model's parts, the ETF choice
+# alone made m-ETF 1.3x slower at 20,000 ops (numba keeps reference counting around a helper
+# with a loop), so the steps are marked by section instead.
 @numba.njit(cache=True)
-def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, cap, fav,
-              sct, held):  # pragma: no cover - compiled
-    """Place every op of model ``m``: repeatedly the (op, device) pair of earliest start among
-    ready ops (m-ETF, §2.3), or, with ``sct``, first a device's favorite child or an urgent op
-    (m-SCT, §2.4). Per device a heap of ready ops keyed by a lower bound of their arrival there
-    (raised lazily); with ``sct`` also a heap of ready ops keyed by when their inputs could be on
-    every device (urgent ops)."""
+def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, cap, fav, sct,
+              held):  # pragma: no cover - compiled
+    """Place every op of model ``m``: m-ETF (Baechi §2.3), or with ``sct`` m-SCT (§2.4). Each
+    round takes, over the devices, the (op, device) pair that can start first (Eq. 1; with
+    sequential transfers after those already queued, §3.4), a
+    device's candidate being m-SCT's favorite child or urgent op, else the ready op that can
+    start there first; admits it if the device has the memory (§2.3) and starts it there.
+    Per device a heap of ready ops keyed by a lower bound of when their inputs can be there
+    (raised lazily: inputs only arrive later as the schedule fills); for m-SCT a heap of ready
+    ops keyed by when their inputs could be on every device (urgent ops)."""
     graph, ops, devices, channels, transfers, sent = m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent
     memory, releases = m.memory, m.releases
     n = len(graph.compute)
     ndev = len(devices.avail)
-    npred = graph.in_ptr[1:] - graph.in_ptr[:-1]
-    reserved = np.zeros(ndev, dtype=np.int64)
-    group_dev = np.full(len(group_persistent), -1, dtype=np.int64)
+    missing = graph.in_ptr[1:] - graph.in_ptr[:-1]  # per op: inputs not yet placed
+    reserved = np.zeros(ndev, dtype=np.int64)  # extra bytes of groups still being placed (§4.2)
+    group_device = np.full(len(group_persistent), -1, dtype=np.int64)
     group_left = group_ptr[1:] - group_ptr[:-1]
-    not_before = np.zeros(n * ndev)
-    dropped = np.zeros(n * ndev, dtype=np.bool_)
+    not_before = np.zeros(n * ndev)  # (op, device): the device's next release, where op lacked memory
+    dropped = np.zeros(n * ndev, dtype=np.bool_)  # (op, device): no memory and no release to come
     drop_count = np.zeros(n, dtype=np.int64)
     scratch = np.zeros(ndev)
-    hcap = 2 * n + 1
-    hf = np.empty(ndev * hcap)
-    hi = np.empty(ndev * hcap, dtype=np.int64)
-    hsize = np.zeros(ndev, dtype=np.int64)
-    uf = np.empty(n + 1)
-    ui = np.empty(n + 1, dtype=np.int64)
-    usize = 0
-    awaiting = np.full(ndev, -1, dtype=np.int64)
-    fresh = np.empty(n + 1, dtype=np.int64)
+    slot = 2 * n + 1  # per device heap: each op once when ready, once more when its group is placed
+    ready_key = np.empty(ndev * slot)
+    ready_op = np.empty(ndev * slot, dtype=np.int64)
+    ready_size = np.zeros(ndev, dtype=np.int64)
+    urgent_key = np.empty(n + 1)
+    urgent_op = np.empty(n + 1, dtype=np.int64)
+    urgent_size = 0
+    awaiting = np.full(ndev, -1, dtype=np.int64)  # m-SCT: per device, the favorite child of its last op
+    fresh = np.empty(n + 1, dtype=np.int64)  # ready ops not yet queued
     nfresh = 0
     for i in range(n):
-        if npred[i] == 0:
+        if missing[i] == 0:
             fresh[nfresh] = i
             nfresh += 1
 
@@ -323,74 +322,71 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
             nfresh -= 1
             c = fresh[nfresh]
             g = group_of[c]
-            if held[c] and group_dev[g] < 0:
-                continue  # joins its group's device when a member decides it (the push at pinning)
-            pinned = g >= 0 and group_dev[g] >= 0
-            lo, hi_d = (group_dev[g], group_dev[g] + 1) if pinned else (0, ndev)
-            for d in range(lo, hi_d):
-                hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(graph, ops, transfers, sent, channels, c, d, not_before, scratch), c)
-            if sct and not pinned:
-                urgent = 0.0
-                for k in range(graph.in_ptr[c], graph.in_ptr[c + 1]):
-                    e = graph.in_edges[k]
-                    urgent = max(urgent, ops.end[graph.edge_src[e]] + graph.xfer_time[graph.edge_tensor[e]])
-                usize = push(uf, ui, 0, usize, urgent, c)
+            if held[c] and group_device[g] < 0:
+                continue  # joins its group's device when a member decides it (below, §3.1)
+            pin = group_device[g] if g >= 0 else -1
+            for d in range(ndev):
+                if pin < 0 or d == pin:
+                    ready_size[d] = push(ready_key, ready_op, d * slot, ready_size[d],
+                                         input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch), c)
+            if sct and pin < 0:
+                urgent_size = push(urgent_key, urgent_op, 0, urgent_size, _inputs_anywhere(graph, ops, c), c)
 
         best_d, best_op, best_s = -1, -1, np.inf
-        for d in range(ndev):  # each device's candidate (op, start)
+        for d in range(ndev):  # Eq. 1: the (op, device) pair of earliest start
             op, s = -1, np.inf
             c = awaiting[d]
-            if sct and c >= 0 and ops.device[c] < 0 and npred[c] == 0 and (
-                    group_of[c] < 0 or group_dev[group_of[c]] < 0 or group_dev[group_of[c]] == d) and not (
-                    dropped[c * ndev + d] and (group_of[c] < 0 or group_dev[group_of[c]] != d)):
-                s_c = max(devices.avail[d], _earliest(graph, ops, transfers, sent, channels, c, d, not_before, scratch))
-                earliest = True  # the favorite child must start here no later than anywhere else
-                g = group_of[c]
-                if g < 0 or group_dev[g] < 0:
+            g = group_of[c] if c >= 0 else -1
+            pin = group_device[g] if g >= 0 else -1
+            if sct and c >= 0 and ops.device[c] < 0 and missing[c] == 0 and (
+                    pin == d or (pin < 0 and not dropped[c * ndev + d])):
+                # §2.4: the device keeps itself for the favorite child of its last op if the child
+                # can start here no later than anywhere else...
+                s_c = max(devices.avail[d], input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch))
+                favorite = True
+                if pin < 0:
                     for d2 in range(ndev):
-                        if d2 != d and not dropped[c * ndev + d2] and max(
-                                devices.avail[d2], _earliest(graph, ops, transfers, sent, channels, c, d2, not_before, scratch)) < s_c:
-                            earliest = False
+                        if d2 != d and not dropped[c * ndev + d2] and max(devices.avail[d2], input_time(
+                                graph, ops, transfers, sent, channels, not_before, c, d2, scratch)) < s_c:
+                            favorite = False
                             break
-                if earliest:  # the device waits for it unless an urgent op can start first
-                    while usize > 0 and (ops.device[ui[0]] >= 0 or (
-                            group_of[ui[0]] >= 0 and group_dev[group_of[ui[0]]] >= 0)):
-                        _, _, usize = pop(uf, ui, 0, usize)
+                if favorite:
                     op, s = c, s_c
-                    if usize > 0 and ui[0] != c and not dropped[ui[0] * ndev + d]:
-                        u = ui[0]
-                        now_d = max(devices.avail[d], uf[0])  # §2.4: urgent = can begin right away on any device
+                    # ...unless an urgent op (one that can begin right away on any device: every
+                    # device is free and has its inputs by then) can start here first
+                    while urgent_size > 0 and (ops.device[urgent_op[0]] >= 0 or (
+                            group_of[urgent_op[0]] >= 0 and group_device[group_of[urgent_op[0]]] >= 0)):
+                        _, _, urgent_size = pop(urgent_key, urgent_op, 0, urgent_size)
+                    if urgent_size > 0 and urgent_op[0] != c and not dropped[urgent_op[0] * ndev + d]:
+                        u = urgent_op[0]
+                        now_d = max(devices.avail[d], urgent_key[0])
                         urgent = now_d <= s_c
                         for d2 in range(ndev):
-                            if urgent and max(devices.avail[d2], _earliest(graph, ops, transfers, sent, channels, u, d2,
-                                                                           not_before, scratch)) > now_d:
+                            if urgent and max(devices.avail[d2], input_time(
+                                    graph, ops, transfers, sent, channels, not_before, u, d2, scratch)) > now_d:
                                 urgent = False
                         if urgent:
                             op, s = u, now_d
-            if op < 0:  # ETF: the ready op that can start first here
-                base = d * hcap
-                while hsize[d] > 0:
-                    c = hi[base]
+            if op < 0:  # §2.3 (ETF): the ready op that can start first here
+                base = d * slot
+                while ready_size[d] > 0:
+                    c = ready_op[base]
                     g = group_of[c]
-                    if ops.device[c] >= 0 or (g >= 0 and group_dev[g] >= 0 and group_dev[g] != d) or (
-                            dropped[c * ndev + d] and (g < 0 or group_dev[g] != d)):
-                        _, _, hsize[d] = pop(hf, hi, base, hsize[d])
+                    pin = group_device[g] if g >= 0 else -1
+                    if ops.device[c] >= 0 or not (pin == d or (pin < 0 and not dropped[c * ndev + d])):
+                        _, _, ready_size[d] = pop(ready_key, ready_op, base, ready_size[d])
                         continue
-                    key = _earliest(graph, ops, transfers, sent, channels, c, d, not_before, scratch)
-                    if key > hf[base]:
-                        _, _, hsize[d] = pop(hf, hi, base, hsize[d])
-                        hsize[d] = push(hf, hi, base, hsize[d], key, c)
+                    key = input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch)
+                    if key > ready_key[base]:  # its inputs arrive later than the queue said: requeue
+                        _, _, ready_size[d] = pop(ready_key, ready_op, base, ready_size[d])
+                        ready_size[d] = push(ready_key, ready_op, base, ready_size[d], key, c)
                         continue
                     op, s = c, max(devices.avail[d], key)
                     break
             if op >= 0 and s < best_s:
                 best_d, best_op, best_s = d, op, s
         if best_op < 0:
-            for c in range(n):  # every ready op waits for its group: let the waiting sources go
-                if held[c] and ops.device[c] < 0 and group_dev[group_of[c]] < 0:
-                    held[c] = False
-                    fresh[nfresh] = c
-                    nfresh += 1
+            nfresh = _release_held(ops, group_of, group_device, held, fresh)
             if nfresh > 0:
                 continue
             break  # cannot happen on a DAG; _list_schedule reports it
@@ -399,54 +395,72 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
         now = max(now, best_s)
         release_until(releases, memory, now)
         g = group_of[op]
-        if g < 0 or group_dev[g] < 0:  # memory admission (§2.3; a pinned group's memory is reserved)
-            pers = group_persistent[g] if g >= 0 else graph.persistent[op]
-            need = pers + graph.alloc_at_start[op] + (group_extra[g] if g >= 0 else 0)
-            for k in range(graph.in_ptr[op], graph.in_ptr[op + 1]):
-                e = graph.in_edges[k]
-                if ops.device[graph.edge_src[e]] != d and sent.of[graph.edge_tensor[e] * ndev + d] < 0:
-                    need += graph.recv_bytes[graph.edge_tensor[e]]
-            if memory.live[d] + reserved[d] + need > cap[d] or memory.peak[d] + pers > cap[d]:
+        if g < 0 or group_device[g] < 0:  # §2.3 memory admission (a placed group's memory is reserved)
+            persistent = group_persistent[g] if g >= 0 else graph.persistent[op]
+            need = persistent + graph.alloc_at_start[op] + (group_extra[g] if g >= 0 else 0) + \
+                received_bytes(graph, ops, sent, op, d)
+            if not fits(memory, reserved, cap, d, need, persistent):
                 if awaiting[d] == op:
                     awaiting[d] = -1
-                if next_release(releases, d) < np.inf:  # try again when this device next releases memory
-                    not_before[op * ndev + d] = next_release(releases, d)
+                if not defer(releases, not_before, dropped, drop_count, op, d):
                     continue
-                dropped[op * ndev + d] = True
-                drop_count[op] += 1
-                if drop_count[op] < ndev:
-                    continue
-                over = np.inf  # it fits nowhere: the device it overfills least (best effort)
-                for d2 in range(ndev):
-                    extra = float(max(memory.live[d2] + reserved[d2] + need, memory.peak[d2] + pers) - cap[d2])
-                    if extra < over:
-                        over = extra
-                        d = d2
-                best_s = max(now, devices.avail[d], _earliest(graph, ops, transfers, sent, channels, op, d, not_before, scratch))
+                d = _least_overfilled(memory, reserved, cap, need, persistent)  # fits nowhere: best effort
+                best_s = max(now, devices.avail[d], input_time(graph, ops, transfers, sent, channels, not_before, op,
+                                                               d, scratch))
 
         received = book_inputs(graph, ops, transfers, sent, channels, op, d)
         start(ops, devices, op, d, best_s, duration(graph.compute, devices.speed, op, d))
         placed += 1
-        if g >= 0:
-            if group_dev[g] < 0:  # §3.1: the whole group goes where its first op went
-                group_dev[g] = d
+        if g < 0:
+            hold_persistent(memory, d, graph.persistent[op])
+        else:
+            if group_device[g] < 0:  # §3.1: the whole group goes where its first op went
+                group_device[g] = d
                 hold_persistent(memory, d, group_persistent[g])
-                reserved[d] += group_extra[g]
-                for k in range(group_ptr[g], group_ptr[g + 1]):
+                reserved[d] += group_extra[g]  # §4.2, until its last member is placed
+                for k in range(group_ptr[g], group_ptr[g + 1]):  # its ready members queue there (again)
                     c = group_members[k]
-                    if ops.device[c] < 0 and npred[c] == 0:
-                        hsize[d] = push(hf, hi, d * hcap, hsize[d], _earliest(graph, ops, transfers, sent, channels, c, d, not_before, scratch), c)
+                    if ops.device[c] < 0 and missing[c] == 0:
+                        ready_size[d] = push(ready_key, ready_op, d * slot, ready_size[d], input_time(
+                            graph, ops, transfers, sent, channels, not_before, c, d, scratch), c)
             group_left[g] -= 1
             if group_left[g] == 0:
                 reserved[d] -= group_extra[g]
-        else:
-            hold_persistent(memory, d, graph.persistent[op])
         hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received)
-        for e in range(graph.out_ptr[op], graph.out_ptr[op + 1]):
-            c = graph.edge_dst[e]
-            npred[c] -= 1
-            if npred[c] == 0:
-                fresh[nfresh] = c
-                nfresh += 1
+        nfresh = newly_ready(graph, missing, op, fresh, nfresh)
         if sct:
             awaiting[d] = fav[op]
+
+
+@numba.njit(cache=True)
+def _inputs_anywhere(graph, ops, op):  # pragma: no cover - compiled
+    """When every input of ``op`` could be on any device: each producer's end plus one transfer."""
+    t = 0.0
+    for k in range(graph.in_ptr[op], graph.in_ptr[op + 1]):
+        e = graph.in_edges[k]
+        t = max(t, ops.end[graph.edge_src[e]] + graph.xfer_time[graph.edge_tensor[e]])
+    return t
+
+
+@numba.njit(cache=True)
+def _least_overfilled(memory, reserved, cap, need, persistent):  # pragma: no cover - compiled
+    """The device that taking ``need`` bytes (``persistent`` of them) overfills least."""
+    best, over = 0, np.inf
+    for d in range(len(cap)):
+        extra = overfill(memory, reserved, cap, d, need, persistent)
+        if extra < over:
+            best, over = d, extra
+    return best
+
+
+@numba.njit(cache=True)
+def _release_held(ops, group_of, group_device, held, fresh):  # pragma: no cover - compiled
+    """Every ready op is a held source waiting for its group (§3.1, ``_list_schedule``): they
+    become ready as usual (into ``fresh``); returns how many."""
+    count = 0
+    for c in range(len(held)):
+        if held[c] and ops.device[c] < 0 and group_device[group_of[c]] < 0:
+            held[c] = False
+            fresh[count] = c
+            count += 1
+    return count

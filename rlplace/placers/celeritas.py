@@ -50,7 +50,8 @@ from rlplace.placers.fit import fastest_fit
 from rlplace.schedule import Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, defer, duration, first_idle_slot, fits, hold_op_memory,
-                                  hold_persistent, newly_ready, occupy, overfill, record_transfer, release_on_until, start, vacate)
+                                  hold_persistent, input_time, newly_ready, occupy, overfill, received_bytes,
+                                  record_transfer, release_on_until, start, vacate)
 
 
 # ------------------------------------------------------------------------------------ orders
@@ -692,15 +693,15 @@ def _adjust_in_time(m, order, previous, cap, edge_cost, coloc, coloc_ptr, coloc_
         if not pinned:
             release_on_until(releases, memory, d, s)
             need = persistent + (coloc_extra[c] if c >= 0 else 0) + graph.alloc_at_start[v] + \
-                _received_bytes(graph, ops, sent, v, d)
+                received_bytes(graph, ops, sent, v, d)
             if not fits(memory, reserved, cap, d, need, persistent):
                 if not defer(releases, not_before, dropped, drop_count, v, d):
                     continue
-                own = need - _received_bytes(graph, ops, sent, v, d)
+                own = need - received_bytes(graph, ops, sent, v, d)
                 d = 0  # it fits nowhere: the device it overfills least (best effort)
                 for d2 in range(1, ndev):
-                    if overfill(memory, reserved, cap, d2, own + _received_bytes(graph, ops, sent, v, d2), persistent) < \
-                            overfill(memory, reserved, cap, d, own + _received_bytes(graph, ops, sent, v, d), persistent):
+                    if overfill(memory, reserved, cap, d2, own + received_bytes(graph, ops, sent, v, d2), persistent) < \
+                            overfill(memory, reserved, cap, d, own + received_bytes(graph, ops, sent, v, d), persistent):
                         d = d2
                 s = max(devices.avail[d], arrival(graph, ops, transfers, sent, channels, v, d, scratch))
         received = book_inputs(graph, ops, transfers, sent, channels, v, d)
@@ -726,7 +727,7 @@ def _adjust_in_time(m, order, previous, cap, edge_cost, coloc, coloc_ptr, coloc_
 def _input_time(m, v, d, not_before, scratch):  # pragma: no cover - compiled
     """When ``v``'s inputs would be on device ``d`` (pre_t of Eq. 7, ``arrival``), not before
     ``d``'s next release where it lacked the memory."""
-    return max(not_before[v * len(scratch) + d], arrival(m.graph, m.ops, m.transfers, m.sent, m.channels, v, d, scratch))
+    return input_time(m.graph, m.ops, m.transfers, m.sent, m.channels, not_before, v, d, scratch)
 
 
 @numba.njit(cache=True)
@@ -739,16 +740,3 @@ def _est(m, v, coloc_dev, c, not_before, dropped, est, scratch):  # pragma: no c
             est[d] = np.inf
         else:
             est[d] = max(m.devices.avail[d], _input_time(m, v, d, not_before, scratch))
-
-
-@numba.njit(cache=True)
-def _received_bytes(graph, ops, sent, v, d):  # pragma: no cover - compiled
-    """Bytes of ``v``'s inputs that would be newly sent to device ``d``."""
-    ndev = len(sent.of) // max(1, len(graph.recv_bytes))
-    total = 0
-    for k in range(graph.in_ptr[v], graph.in_ptr[v + 1]):
-        e = graph.in_edges[k]
-        tensor = graph.edge_tensor[e]
-        if ops.device[graph.edge_src[e]] != d and sent.of[tensor * ndev + d] < 0:
-            total += graph.recv_bytes[tensor]
-    return total
