@@ -1,7 +1,9 @@
 """Mars with and without Deep Graph Infomax pre-training of its encoder, over 3 seeds: the Mars
 §4.3 / Fig. 8 claim is that pre-training reaches a given step time in fewer evaluated
 placements. Runs are ``rlplace-train`` runs as in ``learned_targets.py`` (same Mars settings;
-a finished run is read back, not re-run).
+a finished run is read back, not re-run). Beside every run, a local search from the run's first
+placement with the run's seed (``rlplace.apps.beside``): at equal evaluations (its curve is drawn
+and counted like the runs') and at equal wall time (capped at 60 s).
 
     python experiments/mars_dgi_curves.py [out_dir] [--seeds 0,1,2] [--budget 600] [--extra ...]
 
@@ -17,11 +19,15 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from hydra import compose, initialize_config_module
 
 from learned_targets import MARS, best_so_far, run, save_curve_plot
+from rlplace.apps.beside import LearnedRun, search_at
+from rlplace.presets import instantiate_node
 
 SETTING = ["graph=layered", "graph.num_ops=300", "cluster=baechi_2080"]
 ARMS = {"pre-trained (DGI)": "true", "not pre-trained": "false"}
+SEARCH = "local search beside {arm}"     # the curves of the searches beside an arm's runs
 
 
 def evaluations_to_reach(curve: np.ndarray, level: float) -> float:
@@ -40,7 +46,10 @@ def main() -> None:
     out_dir = Path(args.out_dir)
     seeds = [int(s) for s in args.seeds.split(",")]
 
-    curves: dict[str, list[np.ndarray]] = {arm: [] for arm in ARMS}
+    with initialize_config_module("rlplace.conf", version_base=None):
+        cfg = compose("train", overrides=SETTING)
+    graph, cluster = instantiate_node(cfg, "graph"), instantiate_node(cfg, "cluster")
+    curves: dict[str, list[np.ndarray]] = {name: [] for arm in ARMS for name in (arm, SEARCH.format(arm=arm))}
     runs = []
     for arm, pretrain in ARMS.items():
         for seed in seeds:
@@ -49,18 +58,26 @@ def main() -> None:
                                           f"budget.placements={args.budget}", "progress=true"] + args.extra
             r = run(name, overrides, out_dir)
             curve = best_so_far(r["step_times"], r["valid"])
+            learned = LearnedRun.from_run_dir(out_dir / name, graph, cluster, name, r["evaluated"], r["seconds"])
+            evals, timed = (search_at(graph, cluster, learned, budget, seed=seed).search
+                            for budget in ("equal evaluations", "equal wall time"))
             curves[arm].append(curve)
+            curves[SEARCH.format(arm=arm)].append(np.asarray(evals.curve))
             runs.append({"run": name, "arm": arm, "seed": seed, "overrides": overrides,
                          "first_sample": float(curve[0]), "best": float(curve[-1]),
-                         "placements_per_second": r["placements_per_second"]})
-            print(f"{name}: first {curve[0] * 1e3:.3f} ms, best {curve[-1] * 1e3:.3f} ms", flush=True)
+                         "placements_per_second": r["placements_per_second"], "evaluated": len(curve),
+                         "search_equal_evaluations": evals.step_time, "search_equal_wall_time": timed.step_time,
+                         "search_wall_time_evaluations": timed.evaluations, "search_seconds": timed.seconds})
+            print(f"{name}: first {curve[0] * 1e3:.3f} ms, best {curve[-1] * 1e3:.3f} ms; local search "
+                  f"{evals.step_time * 1e3:.3f} ms at equal evaluations, {timed.step_time * 1e3:.3f} ms at "
+                  f"equal wall time ({timed.evaluations} evaluations)", flush=True)
 
     # levels: 50%, 75% and 90% of the way from the mean first sample to the best any run found
     start = float(np.mean([r["first_sample"] for r in runs]))
     best = min(r["best"] for r in runs)
     levels = {f"{int(100 * f)}%": start - f * (start - best) for f in (0.5, 0.75, 0.9)}
     reach = {arm: {name: [evaluations_to_reach(c, level) for c in curves[arm]] for name, level in levels.items()}
-             for arm in ARMS}
+             for arm in curves}
     summary = {"setting": SETTING + MARS, "seeds": seeds, "budget": args.budget, "levels": levels,
                "evaluations_to_reach": reach, "runs": runs}
     (out_dir / "mars_dgi_curves.json").write_text(json.dumps(summary, indent=1, default=float))
@@ -83,18 +100,25 @@ def markdown(summary: dict) -> str:
             values = summary["evaluations_to_reach"][arm][name]
             cells.append(f"{np.mean(values):.0f} ({', '.join(f'{v:.0f}' for v in values)})")
         lines.append(f"| {name}: {level * 1e3:.3f} | " + " | ".join(cells) + " |")
-    lines += ["", "| run | first sample (ms) | best (ms) | placements/s |", "|---|---|---|---|"]
+    lines += ["", "Local search beside each run: from the run's first placement with the run's seed, at equal "
+              "evaluations and at equal wall time (the run's training seconds, capped at 60 s).", "",
+              "| run | first sample (ms) | best (ms) | search, equal evaluations (ms) | search, equal wall time (ms) "
+              "| its evaluations | placements/s |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['first_sample'] * 1e3:.3f} | {r['best'] * 1e3:.3f} | "
-              f"{r['placements_per_second']:.1f} |" for r in summary["runs"]]
+              f"{r['search_equal_evaluations'] * 1e3:.3f} | {r['search_equal_wall_time'] * 1e3:.3f} | "
+              f"{r['search_wall_time_evaluations']} | {r['placements_per_second']:.1f} |" for r in summary["runs"]]
     return "\n".join(lines) + "\n"
 
 
 def plot(curves: dict[str, list[np.ndarray]], levels: dict[str, float], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for k, (arm, runs) in enumerate(curves.items()):
-        stacked = np.stack(runs) * 1e3
+        length = max(len(c) for c in runs)
+        stacked = np.stack([np.pad(c, (0, length - len(c)), mode="edge") for c in runs]) * 1e3
         x = np.arange(1, stacked.shape[1] + 1)
-        ax.plot(x, stacked.mean(0), color=f"C{k}", label=f"Mars, {arm} (mean of {len(runs)} seeds)")
+        label = arm if arm.startswith("local search") else f"Mars, {arm}"
+        ax.plot(x, stacked.mean(0), color=f"C{k}", linestyle="--" if arm.startswith("local search") else "-",
+                label=f"{label} (mean of {len(runs)} seeds)")
         ax.fill_between(x, stacked.min(0), stacked.max(0), color=f"C{k}", alpha=0.2)
     for name, level in levels.items():
         ax.axhline(level * 1e3, color="grey", linestyle=":", linewidth=1)
