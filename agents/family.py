@@ -11,9 +11,10 @@ every graph's policy shares the first one's parameters, so the policy's weights 
 depend on the graph (Mars: ``policy.type_buckets > 0``); a weight that does is a ConfigError
 naming it. Each graph has its own environment and evaluator, its own algorithm state (PPO's
 reward baseline and sample buffer: step times differ by orders of magnitude between graphs)
-and its own warm start (``warm_start.first_sample`` per graph; behaviour cloning is refused,
-cloning one graph's heuristic placement after another's would undo it); the algorithms share
-one optimizer. Updates go round the graphs (``order="cycle"``) or draw one uniformly per update
+and its own warm start (``warm_start.first_sample`` per graph); ``warm_start.behaviour_cloning``
+clones every graph's heuristic placement jointly (``behaviour_clone_jointly``: each step on the
+sum of the graphs' losses, as GDP §3.3 batches graphs, since cloning one graph's placement after
+another's would undo it). The algorithms share one optimizer. Updates go round the graphs (``order="cycle"``) or draw one uniformly per update
 (``"sample"``). A policy with an encoder pre-training option (Mars' DGI) pre-trains it on the
 first graph only.
 
@@ -45,6 +46,7 @@ from rlplace.agents.device import device_name, resolve_device
 from rlplace.agents.configs import AGENTS, TrainConfig
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
+from rlplace.agents.warmstart import agreement, behaviour_clone_jointly
 from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, budget_spent, flushed_subnormals, learn_step, warm_start_policy
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
@@ -93,9 +95,6 @@ def train_family(graphs: Sequence[OpGraph], cluster: Cluster, backend: Backend, 
     names = [g.name for g in graphs]
     if not graphs or len(set(names)) != len(names):
         raise ConfigError(f"family: give graphs with distinct names, got {names}")
-    if config.warm_start.behaviour_cloning:
-        raise ConfigError("warm_start.behaviour_cloning: not for a family (cloning one graph's heuristic "
-                          "placement after another's undoes it); use warm_start.first_sample")
     with flushed_subnormals():
         return _Family(graphs, cluster, backend, config, Path(out_dir), order).run(open_logger)
 
@@ -130,8 +129,10 @@ class _Family:
         else:
             torch.manual_seed(config.seed)
             np.random.seed(config.seed)
-            for problem, policy, algorithm in zip(self.problems, self.policies, self.algorithms):
-                warm_start_policy(problem, policy, algorithm, config, self._of(problem))
+            starts = [warm_start_policy(problem, policy, algorithm, config, self._of(problem), clone=False)
+                      for problem, policy, algorithm in zip(self.problems, self.policies, self.algorithms)]
+            if config.warm_start.behaviour_cloning:
+                self._clone([start.actions for start in starts])
             self.progress.evaluated = sum(p.evaluated for p in self.progress.graphs.values())
         evaluators = [Evaluator({"graph": p.graph, "cluster": self.cluster, "backend": p.backend, **self.env_options},
                                 config.samples, config.seed) for p in self.problems]
@@ -161,6 +162,14 @@ class _Family:
                 logger.close()
         self._save()
         return self._finish()
+
+    def _clone(self, targets: list[torch.Tensor]) -> None:
+        """Clone every graph's heuristic placement jointly; each graph's progress records the
+        joint run's stats and its own greedy agreement afterwards."""
+        pairs = list(zip(self.policies, targets))
+        stats = behaviour_clone_jointly(pairs, self.config.warm_start)
+        for problem, (policy, actions) in zip(self.problems, pairs):
+            self._of(problem).warm_start.update({**stats, "bc_accuracy": agreement(policy, actions)})
 
     def _of(self, problem: PlacementEnv) -> Progress:
         return self.progress.graphs[problem.graph.name]

@@ -75,6 +75,7 @@ class Setup:
     samples: int = 10
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     cluster: str = "mars_p100"
+    behaviour_cloning: bool = True    # the family's warm start also clones every graph's heuristic jointly
 
 
 FULL = Setup(
@@ -103,7 +104,7 @@ def train_config(setup: Setup, seed: int, budget: int, **extra) -> TrainConfig:
 # ------------------------------------------------------------------------------ cells
 def family_cell(setup: Setup, cluster: Cluster, seed: int, work: Path) -> dict:
     graphs = [graph_of(n, k) for n, k in setup.family.items()]
-    warm = WarmStartConfig(placer="best", first_sample=True)
+    warm = WarmStartConfig(placer="best", first_sample=True, behaviour_cloning=setup.behaviour_cloning)
     config = train_config(setup, seed, setup.family_budget, warm_start=warm)
     summary = train_family(graphs, cluster, SimBackend(), config, work / f"family_s{seed}")
     return {"seconds": summary["seconds"], "evaluated": summary["evaluated"],
@@ -232,7 +233,8 @@ def render(record: dict) -> str:
              f"- unseen: {', '.join(f'`{n}` {k}' for n, k in setup['unseen'].items())}",
              f"- policy: Mars {setup['policy']} (smaller than the paper's 256/512/128), PPO, "
              f"{setup['samples']} samples per update; {setup['family_budget']} placements over the family per seed, "
-             "warm start per graph: the best heuristic's placement as its first sample",
+             "warm start per graph: the best heuristic's placement as its first sample"
+             + ("; all graphs' placements behaviour-cloned jointly first" if setup.get("behaviour_cloning") else ""),
              f"- zero-shot: the greedy placement, 1 evaluation; fine-tuned: best of {setup['finetune']} placements "
              f"sampled while fine-tuning; local search: {setup['search']} evaluations from the best heuristic "
              "(its start's included)", ""]
@@ -287,11 +289,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--family-budget", type=int, default=None,
                         help="placements over the family per seed; written to amortisation_family<N>.*")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
+    parser.add_argument("--no-behaviour-cloning", action="store_true",
+                        help="the family's warm start without joint cloning; written to amortisation_*_nobc.*")
     args = parser.parse_args(argv)
     setup, stem = (SMOKE, "smoke") if args.smoke else (FULL, "full")
-    if args.family_budget is not None or args.seeds is not None:
-        setup = replace(setup, family_budget=args.family_budget or setup.family_budget, seeds=args.seeds or setup.seeds)
-        stem = f"family{setup.family_budget}_seeds{'_'.join(map(str, setup.seeds))}"
+    if args.family_budget is not None or args.seeds is not None or args.no_behaviour_cloning:
+        setup = replace(setup, family_budget=args.family_budget or setup.family_budget, seeds=args.seeds or setup.seeds,
+                        behaviour_cloning=not args.no_behaviour_cloning)
+        stem = (f"family{setup.family_budget}_seeds{'_'.join(map(str, setup.seeds))}"
+                f"{'' if setup.behaviour_cloning else '_nobc'}")
     name = "amortisation" if stem in ("smoke", "full") else f"amortisation_{stem}"
     return run(setup, args.out, args.work / stem, args.max_minutes, name)
 
