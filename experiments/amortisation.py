@@ -76,6 +76,7 @@ class Setup:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     cluster: str = "mars_p100"
     behaviour_cloning: bool = True    # the family's warm start also clones every graph's heuristic jointly
+    reclone_every: int = 0            # and re-clones them every this many updates (0: never)
 
 
 FULL = Setup(
@@ -106,7 +107,8 @@ def family_cell(setup: Setup, cluster: Cluster, seed: int, work: Path) -> dict:
     graphs = [graph_of(n, k) for n, k in setup.family.items()]
     warm = WarmStartConfig(placer="best", first_sample=True, behaviour_cloning=setup.behaviour_cloning)
     config = train_config(setup, seed, setup.family_budget, warm_start=warm)
-    summary = train_family(graphs, cluster, SimBackend(), config, work / f"family_s{seed}")
+    summary = train_family(graphs, cluster, SimBackend(), config, work / f"family_s{seed}",
+                           reclone_every=setup.reclone_every)
     return {"seconds": summary["seconds"], "evaluated": summary["evaluated"],
             "placements_per_second": summary["placements_per_second"],
             "graphs": {n: {"best_step_time": g["best_step_time"], "warm_start_step_time": g.get("heuristic_step_time"),
@@ -234,7 +236,8 @@ def render(record: dict) -> str:
              f"- policy: Mars {setup['policy']} (smaller than the paper's 256/512/128), PPO, "
              f"{setup['samples']} samples per update; {setup['family_budget']} placements over the family per seed, "
              "warm start per graph: the best heuristic's placement as its first sample"
-             + ("; all graphs' placements behaviour-cloned jointly first" if setup.get("behaviour_cloning") else ""),
+             + ("; all graphs' placements behaviour-cloned jointly first" if setup.get("behaviour_cloning") else "")
+             + (f", and again every {setup['reclone_every']} updates" if setup.get("reclone_every") else ""),
              f"- zero-shot: the greedy placement, 1 evaluation; fine-tuned: best of {setup['finetune']} placements "
              f"sampled while fine-tuning; local search: {setup['search']} evaluations from the best heuristic "
              "(its start's included)", ""]
@@ -291,13 +294,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument("--no-behaviour-cloning", action="store_true",
                         help="the family's warm start without joint cloning; written to amortisation_*_nobc.*")
+    parser.add_argument("--reclone-every", type=int, default=0,
+                        help="re-clone the family's heuristic placements every N updates; written to *_reclone<N>.*")
     args = parser.parse_args(argv)
     setup, stem = (SMOKE, "smoke") if args.smoke else (FULL, "full")
-    if args.family_budget is not None or args.seeds is not None or args.no_behaviour_cloning:
+    if args.family_budget is not None or args.seeds is not None or args.no_behaviour_cloning or args.reclone_every:
         setup = replace(setup, family_budget=args.family_budget or setup.family_budget, seeds=args.seeds or setup.seeds,
-                        behaviour_cloning=not args.no_behaviour_cloning)
+                        behaviour_cloning=not args.no_behaviour_cloning, reclone_every=args.reclone_every)
         stem = (f"family{setup.family_budget}_seeds{'_'.join(map(str, setup.seeds))}"
-                f"{'' if setup.behaviour_cloning else '_nobc'}")
+                f"{'' if setup.behaviour_cloning else '_nobc'}"
+                f"{f'_reclone{setup.reclone_every}' if setup.reclone_every else ''}")
     name = "amortisation" if stem in ("smoke", "full") else f"amortisation_{stem}"
     return run(setup, args.out, args.work / stem, args.max_minutes, name)
 
