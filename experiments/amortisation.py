@@ -3,6 +3,7 @@ family of graphs (``rlplace.agents.family``) places graphs it has not seen.
 
     OMP_NUM_THREADS=1 PYTHONPATH=. nice -n 10 .venv/bin/python experiments/amortisation.py   # ~40 min
     ... experiments/amortisation.py --smoke OUT_DIR                                           # seconds
+    ... experiments/amortisation.py --seeds 1 A & ... --seeds 2 B & ...; ... --merge A/*.json B/*.json   # side by side
 
 Per unseen graph and seed: **zero-shot**, the trained policy's greedy placement (1 evaluation);
 **fine-tuned**, the best of the 50 placements sampled while fine-tuning the trained policy there
@@ -75,7 +76,7 @@ class Setup:
     samples: int = 10
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     cluster: str = "mars_p100"
-    behaviour_cloning: bool = True    # the family's warm start also clones every graph's heuristic jointly
+    behaviour_cloning: bool = False   # the family's warm start also clones every graph's heuristic jointly
     reclone_every: int = 0            # and re-clones them every this many updates (0: never)
 
 
@@ -206,6 +207,24 @@ def run(setup: Setup, out: Path, work: Path, max_minutes: float | None, stem: st
     return record
 
 
+def merge(records: list[dict]) -> dict:
+    """One record from runs of one setup that differ only in their seeds (run side by side,
+    ``--seeds N`` each): the union of the seeds and of the cells; a cell two runs both hold
+    must be the same."""
+    seeds = sorted({s for r in records for s in r["setup"]["seeds"]})
+    setups = [{**r["setup"], "seeds": seeds} for r in records]
+    if any(s != setups[0] for s in setups):
+        raise ValueError("amortisation --merge: the runs differ in more than their seeds")
+    cells: dict[str, Any] = {}
+    for record in records:
+        for key, cell in record["cells"].items():
+            if isinstance(cells.get(key), dict) and isinstance(cell, dict) and cells[key] != cell:
+                raise ValueError(f"amortisation --merge: cell {key} differs between the runs")
+            if isinstance(cell, dict) or key not in cells:
+                cells[key] = cell
+    return {"setup": setups[0], "cells": cells}
+
+
 def spread(values: list[float]) -> str:
     v = np.asarray(values) * 1e3
     return f"{np.median(v):.2f} [{v.min():.2f}–{v.max():.2f}]" if len(v) else NOT_RUN
@@ -292,17 +311,26 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--family-budget", type=int, default=None,
                         help="placements over the family per seed; written to amortisation_family<N>.*")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
-    parser.add_argument("--no-behaviour-cloning", action="store_true",
-                        help="the family's warm start without joint cloning; written to amortisation_*_nobc.*")
+    parser.add_argument("--behaviour-cloning", action="store_true",
+                        help="the family's warm start clones every graph's heuristic jointly; written to *_bc.*")
     parser.add_argument("--reclone-every", type=int, default=0,
                         help="re-clone the family's heuristic placements every N updates; written to *_reclone<N>.*")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                        help="merge these runs' jsons (one setup, other seeds) into OUT/amortisation.json and .md")
     args = parser.parse_args(argv)
+    if args.merge:
+        record = merge([json.loads(p.read_text()) for p in args.merge])
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "amortisation.json").write_text(json.dumps(record, indent=1, default=float))
+        (args.out / "amortisation.md").write_text(render(record))
+        return record
     setup, stem = (SMOKE, "smoke") if args.smoke else (FULL, "full")
-    if args.family_budget is not None or args.seeds is not None or args.no_behaviour_cloning or args.reclone_every:
+    if args.family_budget is not None or args.seeds is not None or args.behaviour_cloning or args.reclone_every:
         setup = replace(setup, family_budget=args.family_budget or setup.family_budget, seeds=args.seeds or setup.seeds,
-                        behaviour_cloning=not args.no_behaviour_cloning, reclone_every=args.reclone_every)
+                        behaviour_cloning=args.behaviour_cloning or bool(args.reclone_every),
+                        reclone_every=args.reclone_every)
         stem = (f"family{setup.family_budget}_seeds{'_'.join(map(str, setup.seeds))}"
-                f"{'' if setup.behaviour_cloning else '_nobc'}"
+                f"{'_bc' if setup.behaviour_cloning else ''}"
                 f"{f'_reclone{setup.reclone_every}' if setup.reclone_every else ''}")
     name = "amortisation" if stem in ("smoke", "full") else f"amortisation_{stem}"
     return run(setup, args.out, args.work / stem, args.max_minutes, name)

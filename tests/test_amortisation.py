@@ -57,3 +57,15 @@ def test_verdicts_take_the_medians(zero, tuned, search, met):
                         **{f"target/g/s{s}": r for s, r in enumerate(runs)}}}
     v = A.verdicts(record, "g")
     assert (v["zero_shot_met"], v["fine_tune_met"]) == met
+
+
+def test_merge_joins_runs_of_other_seeds_and_refuses_other_setups(smoke):
+    _, _, record = smoke
+    halves = [{"setup": {**record["setup"], "seeds": [s]},
+               "cells": {k: c for k, c in record["cells"].items() if not k.endswith(f"/s{1 - s}")}} for s in (0, 1)]
+    assert A.merge(halves) == json.loads(json.dumps(record))
+    with pytest.raises(ValueError, match="more than their seeds"):
+        A.merge([halves[0], {**halves[1], "setup": {**halves[1]["setup"], "search": 99}}])
+    clash = {**halves[1], "cells": {**halves[1]["cells"], "reference/T28w4": {"single": 0.0}}}
+    with pytest.raises(ValueError, match="reference/T28w4 differs"):
+        A.merge([halves[0], clash])
