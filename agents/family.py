@@ -17,8 +17,10 @@ sum of the graphs' losses, as GDP §3.3 batches graphs, since cloning one graph'
 another's would undo it). ``reclone_every`` > 0 keeps the policy near those placements during RL:
 every that many updates the joint clone runs again for at most ``warm_start.self_imitation_steps``
 steps at ``warm_start.self_imitation_lr`` (a supervised loss on demonstrations interleaved with RL
-updates, as DQfD does: Hester et al., AAAI 2018, §3). The algorithms share one optimizer. Updates go round the graphs (``order="cycle"``) or draw one uniformly per update
-(``"sample"``). A policy with an encoder pre-training option (Mars' DGI) pre-trains it on the
+updates, as DQfD does: Hester et al., AAAI 2018, §3). Measured on layered DAGs
+(experiments/README.md, "Amortisation"), both fit the family but place unseen graphs worse.
+The algorithms share one optimizer. Updates go round the graphs (``order="cycle"``) or draw one
+uniformly per update (``"sample"``). A policy with an encoder pre-training option (Mars' DGI) pre-trains it on the
 first graph only.
 
 The budget (``config.budget_placements`` / ``budget_seconds``) is the family's total. Every

@@ -4,7 +4,8 @@ the problem), written against the ``Policy`` and ``Algorithm`` protocols so
 they serve every agent:
 
 (a) behaviour cloning: before RL, maximise the policy's log probability of the heuristic's
-    placement (supervised pre-training) until its greedy placement reproduces it;
+    placement (supervised pre-training) until its greedy placement reproduces it; for a family
+    of graphs with shared weights, of every graph's placement at once (``behaviour_clone_jointly``);
 (b) first sample: the heuristic's placement is evaluated first, so the best-so-far starts there
     and the algorithm's reward baseline starts at its reward.
 
