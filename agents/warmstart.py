@@ -76,7 +76,8 @@ def behaviour_clone(policy: Policy, actions: torch.Tensor, config: WarmStartConf
     return behaviour_clone_jointly([(policy, actions)], config)
 
 
-def behaviour_clone_jointly(targets: Sequence[tuple[Policy, torch.Tensor]], config: WarmStartConfig) -> dict[str, float]:
+def behaviour_clone_jointly(targets: Sequence[tuple[Policy, torch.Tensor]],
+                            config: WarmStartConfig) -> dict[str, float]:
     """``behaviour_clone`` of several problems' policies that share their weights (a family of
     graphs, ``rlplace.agents.family``), each towards its own placement: every Adam step is on the
     sum over the problems of -log p(actions)/U, so no problem's clone undoes another's (as
