@@ -1,9 +1,10 @@
 """Amortisation (issue 16 item 3; Mars Table 3, GDP, Placeto, GiPH): one Mars policy trained on a
 family of graphs (``rlplace.agents.family``) places graphs it has not seen.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. nice -n 10 .venv/bin/python experiments/amortisation.py   # ~40 min
-    ... experiments/amortisation.py --smoke OUT_DIR                                           # seconds
-    ... experiments/amortisation.py --seeds 1 A & ... --seeds 2 B & ...; ... --merge A/*.json B/*.json   # side by side
+    OMP_NUM_THREADS=1 PYTHONPATH=. nice -n 10 .venv/bin/python experiments/amortisation.py   # ~1 h, load 8-12
+    ... experiments/amortisation.py --smoke OUT_DIR                                           # minutes
+    ... amortisation.py A --seeds 0 & ... amortisation.py B --seeds 1 & ...                   # side by side,
+    ... amortisation.py OUT --merge A/*.json B/*.json ...                                     # then joined
 
 Per unseen graph and seed: **zero-shot**, the trained policy's greedy placement (1 evaluation);
 **fine-tuned**, the best of the 50 placements sampled while fine-tuning the trained policy there
