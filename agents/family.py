@@ -11,10 +11,16 @@ every graph's policy shares the first one's parameters, so the policy's weights 
 depend on the graph (Mars: ``policy.type_buckets > 0``); a weight that does is a ConfigError
 naming it. Each graph has its own environment and evaluator, its own algorithm state (PPO's
 reward baseline and sample buffer: step times differ by orders of magnitude between graphs)
-and its own warm start (``warm_start.first_sample`` per graph; behaviour cloning is refused,
-cloning one graph's heuristic placement after another's would undo it); the algorithms share
-one optimizer. Updates go round the graphs (``order="cycle"``) or draw one uniformly per update
-(``"sample"``). A policy with an encoder pre-training option (Mars' DGI) pre-trains it on the
+and its own warm start (``warm_start.first_sample`` per graph); ``warm_start.behaviour_cloning``
+clones every graph's heuristic placement jointly (``behaviour_clone_jointly``: each step on the
+sum of the graphs' losses, as GDP §3.3 batches graphs, since cloning one graph's placement after
+another's would undo it). ``reclone_every`` > 0 keeps the policy near those placements during RL:
+every that many updates the joint clone runs again for at most ``warm_start.self_imitation_steps``
+steps at ``warm_start.self_imitation_lr`` (a supervised loss on demonstrations interleaved with RL
+updates, as DQfD does: Hester et al., AAAI 2018, §3). Measured on layered DAGs
+(experiments/README.md, "Amortisation"), both fit the family but place unseen graphs worse.
+The algorithms share one optimizer. Updates go round the graphs (``order="cycle"``) or draw one
+uniformly per update (``"sample"``). A policy with an encoder pre-training option (Mars' DGI) pre-trains it on the
 first graph only.
 
 The budget (``config.budget_placements`` / ``budget_seconds``) is the family's total. Every
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -42,9 +48,10 @@ from rlplace.agents.algos import make_algorithm
 from rlplace.agents.checkpoint import (Checkpoint, check_fits, numpy_rng_state, problem_identity, read_checkpoint,
                                        set_generator_state, set_numpy_rng_state, write_checkpoint)
 from rlplace.agents.device import device_name, resolve_device
-from rlplace.agents.configs import AGENTS, TrainConfig
+from rlplace.agents.configs import AGENTS, TrainConfig, WarmStartConfig
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
+from rlplace.agents.warmstart import agreement, behaviour_clone_jointly
 from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, budget_spent, flushed_subnormals, learn_step, warm_start_policy
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
@@ -63,6 +70,7 @@ class FamilyProgress:
     evaluated: int = 0
     elapsed: float = 0.0
     graphs: dict[str, Progress] = field(default_factory=dict)
+    targets: list[list[int]] | None = None   # each graph's heuristic placement, when cloned
 
 
 def family_identity(graphs: Sequence[OpGraph], cluster: Cluster) -> dict[str, Any]:
@@ -84,28 +92,28 @@ def share_parameters(policy: torch.nn.Module, owner: torch.nn.Module) -> None:
 
 
 def train_family(graphs: Sequence[OpGraph], cluster: Cluster, backend: Backend, config: TrainConfig,
-                 out_dir: str | Path, order: str = "cycle",
+                 out_dir: str | Path, order: str = "cycle", reclone_every: int = 0,
                  open_logger: Callable[[int], Logger] | None = None) -> dict[str, Any]:
     """Train one ``config.agent`` policy on ``graphs`` (module docstring); returns the summary
     written to results.json (``stopped`` when ``stop_after_updates`` ended the run)."""
     if order not in ORDERS:
         raise ConfigError(f"family: order must be one of {ORDERS}, got {order!r}")
+    if reclone_every and not config.warm_start.behaviour_cloning:
+        raise ConfigError("family: reclone_every needs warm_start.behaviour_cloning=true")
     names = [g.name for g in graphs]
     if not graphs or len(set(names)) != len(names):
         raise ConfigError(f"family: give graphs with distinct names, got {names}")
-    if config.warm_start.behaviour_cloning:
-        raise ConfigError("warm_start.behaviour_cloning: not for a family (cloning one graph's heuristic "
-                          "placement after another's undoes it); use warm_start.first_sample")
     with flushed_subnormals():
-        return _Family(graphs, cluster, backend, config, Path(out_dir), order).run(open_logger)
+        return _Family(graphs, cluster, backend, config, Path(out_dir), order, reclone_every).run(open_logger)
 
 
 class _Family:
     """The policies, algorithms and evaluators of one family run, and its loop."""
 
     def __init__(self, graphs: Sequence[OpGraph], cluster: Cluster, backend: Backend, config: TrainConfig,
-                 out_dir: Path, order: str):
+                 out_dir: Path, order: str, reclone_every: int):
         self.config, self.out_dir, self.order, self.cluster = config, out_dir, order, cluster
+        self.reclone_every = reclone_every
         self.env_options = {"mode": "one_shot", **config.env}
         self.problems = [PlacementEnv(g, cluster, backend, **self.env_options) for g in graphs]
         self.device = resolve_device(config.torch_device)
@@ -130,8 +138,14 @@ class _Family:
         else:
             torch.manual_seed(config.seed)
             np.random.seed(config.seed)
-            for problem, policy, algorithm in zip(self.problems, self.policies, self.algorithms):
-                warm_start_policy(problem, policy, algorithm, config, self._of(problem))
+            starts = [warm_start_policy(problem, policy, algorithm, config, self._of(problem), clone=False)
+                      for problem, policy, algorithm in zip(self.problems, self.policies, self.algorithms)]
+            if config.warm_start.behaviour_cloning:
+                self.progress.targets = [start.actions.tolist() for start in starts]
+                stats = self._clone(config.warm_start)
+                for problem, policy, target in zip(self.problems, self.policies, self.progress.targets):
+                    accuracy = agreement(policy, torch.as_tensor(target))
+                    self._of(problem).warm_start.update({**stats, "bc_accuracy": accuracy})
             self.progress.evaluated = sum(p.evaluated for p in self.progress.graphs.values())
         evaluators = [Evaluator({"graph": p.graph, "cluster": self.cluster, "backend": p.backend, **self.env_options},
                                 config.samples, config.seed) for p in self.problems]
@@ -162,6 +176,18 @@ class _Family:
         self._save()
         return self._finish()
 
+    def _clone(self, options: WarmStartConfig) -> dict[str, float]:
+        """Clone every graph's heuristic placement (``progress.targets``) jointly."""
+        pairs = [(policy, torch.as_tensor(t)) for policy, t in zip(self.policies, self.progress.targets)]
+        return behaviour_clone_jointly(pairs, options)
+
+    def _reclone(self) -> dict[str, float]:
+        if not self.reclone_every or self.progress.updates % self.reclone_every:
+            return {}
+        ws = self.config.warm_start
+        stats = self._clone(replace(ws, bc_steps=ws.self_imitation_steps, bc_lr=ws.self_imitation_lr))
+        return {"reclone_steps": float(stats["bc_steps"])}
+
     def _of(self, problem: PlacementEnv) -> Progress:
         return self.progress.graphs[problem.graph.name]
 
@@ -178,7 +204,7 @@ class _Family:
                                   progress)
         self.progress.updates += 1
         self.progress.evaluated += len(batch.valid)
-        return {**stats, "best_step_time": progress.best_step_time,
+        return {**stats, **self._reclone(), "best_step_time": progress.best_step_time,
                 "oom_rate": 1.0 - float(batch.valid.float().mean()), "evaluated": progress.evaluated}
 
     def _summary(self) -> dict[str, Any]:
@@ -203,7 +229,8 @@ class _Family:
         config = self.config
         progress = {"updates": self.progress.updates, "evaluated": self.progress.evaluated,
                     "elapsed": self.progress.elapsed, "order": self.order,
-                    "graphs": {name: asdict(g) for name, g in self.progress.graphs.items()}}
+                    "graphs": {name: asdict(g) for name, g in self.progress.graphs.items()},
+                    "targets": self.progress.targets}
         env = {k: v for k, v in self.env_options.items() if k not in ("graph", "cluster", "backend")}
         write_checkpoint(self.out_dir / CHECKPOINT, Checkpoint(
             agent=config.agent, policy=self.policies[0].state_dict(),
@@ -228,6 +255,7 @@ class _Family:
             set_numpy_rng_state(saved.numpy_rng)
             p = saved.progress
             self.progress = FamilyProgress(p["updates"], p["evaluated"], p["elapsed"],
-                                           {name: Progress(**g) for name, g in p["graphs"].items()})
+                                           {name: Progress(**g) for name, g in p["graphs"].items()},
+                                           p.get("targets"))
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise CheckpointError(f"{path}: does not fit this run ({type(exc).__name__})") from None

@@ -50,7 +50,7 @@ from rlplace.agents.device import device_name, resolve_device
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
 from rlplace.agents.configs import TrainConfig, WarmStartConfig
-from rlplace.agents.warmstart import behaviour_clone, heuristic_start, seed_with_first_sample
+from rlplace.agents.warmstart import HeuristicStart, behaviour_clone, heuristic_start, seed_with_first_sample
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
@@ -233,20 +233,25 @@ def _opened(open_logger: Callable[[int], Logger] | None, start_step: int):
 
 
 # ---------------------------------------------------------------------------------- pieces
-def warm_start_policy(problem: PlacementEnv, policy, algorithm, config: TrainConfig, progress: Progress) -> None:
+def warm_start_policy(problem: PlacementEnv, policy, algorithm, config: TrainConfig, progress: Progress,
+                      clone: bool = True) -> HeuristicStart | None:
+    """The warm start of ``config.warm_start`` (``rlplace.agents.warmstart``); ``clone=False``
+    leaves behaviour cloning to the caller (a family clones its graphs jointly). Returns the
+    heuristic's start, None for a cold start."""
     ws = config.warm_start
     if ws.placer is None:
         if ws.behaviour_cloning or ws.first_sample:
             raise ConfigError("warm_start.behaviour_cloning/first_sample need warm_start.placer (e.g. heft)")
-        return
+        return None
     start = heuristic_start(problem, ws.placer, seed=config.seed, **ws.placer_options)
     progress.warm_start.update(start.as_dict())
-    if ws.behaviour_cloning:
+    if ws.behaviour_cloning and clone:
         progress.warm_start.update(behaviour_clone(policy, start.actions, ws))
     if ws.first_sample:
         result, _ = seed_with_first_sample(problem, algorithm, start.placement)
         progress.record(start.actions.numpy(), result.step_time, problem.is_valid(result))
         progress.warm_start["heuristic_step_time"] = result.step_time
+    return start
 
 
 def self_imitate(policy, progress: Progress, ws: WarmStartConfig) -> dict[str, float]:

@@ -4,7 +4,8 @@ the problem), written against the ``Policy`` and ``Algorithm`` protocols so
 they serve every agent:
 
 (a) behaviour cloning: before RL, maximise the policy's log probability of the heuristic's
-    placement (supervised pre-training) until its greedy placement reproduces it;
+    placement (supervised pre-training) until its greedy placement reproduces it; for a family
+    of graphs with shared weights, of every graph's placement at once (``behaviour_clone_jointly``);
 (b) first sample: the heuristic's placement is evaluated first, so the best-so-far starts there
     and the algorithm's reward baseline starts at its reward.
 
@@ -15,7 +16,7 @@ sample through ``extras_for(actions)``; a policy without one needs no extras.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -72,22 +73,37 @@ def behaviour_clone(policy: Policy, actions: torch.Tensor, config: WarmStartConf
     """Supervised pre-training on one placement ``actions`` [U]: Adam on -log p(actions)/U with
     the gradient clipped to norm 1, until the greedy placement agrees on
     ``bc_target_accuracy`` of the units or ``bc_steps`` steps are done (on the policy's device)."""
-    actions = actions.to(device_of(policy))
-    target = actions.unsqueeze(0)
-    extras = extras_for(policy, target)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.bc_lr)
-    accuracy, loss, step = agreement(policy, actions), float("nan"), 0
+    return behaviour_clone_jointly([(policy, actions)], config)
+
+
+def behaviour_clone_jointly(targets: Sequence[tuple[Policy, torch.Tensor]],
+                            config: WarmStartConfig) -> dict[str, float]:
+    """``behaviour_clone`` of several problems' policies that share their weights (a family of
+    graphs, ``rlplace.agents.family``), each towards its own placement: every Adam step is on the
+    sum over the problems of -log p(actions)/U, so no problem's clone undoes another's (as
+    cloning them one after another would); it stops once every greedy placement agrees on
+    ``bc_target_accuracy`` of its units. Returns the loss summed over the problems and the least
+    accuracy among them."""
+    targets = [(policy, actions.to(device_of(policy))) for policy, actions in targets]
+    extras = [extras_for(policy, actions.unsqueeze(0)) for policy, actions in targets]
+    parameters = list({id(p): p for policy, _ in targets for p in policy.parameters()}.values())
+    optimizer = torch.optim.Adam(parameters, lr=config.bc_lr)
+    accuracy, loss, step = least_agreement(targets), float("nan"), 0
     while step < config.bc_steps and accuracy < config.bc_target_accuracy:
-        log_prob, _ = policy.log_prob(target, extras)
-        loss_t = -log_prob.mean() / actions.numel()
+        loss_t = sum(-policy.log_prob(actions.unsqueeze(0), e)[0].mean() / actions.numel()
+                     for (policy, actions), e in zip(targets, extras))
         optimizer.zero_grad()
         loss_t.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         step, loss = step + 1, loss_t.item()
         if step % config.bc_check_every == 0 or step == config.bc_steps:
-            accuracy = agreement(policy, actions)
+            accuracy = least_agreement(targets)
     return {"bc_steps": step, "bc_loss": loss, "bc_accuracy": accuracy}
+
+
+def least_agreement(targets: Sequence[tuple[Policy, torch.Tensor]]) -> float:
+    return min(agreement(policy, actions) for policy, actions in targets)
 
 
 def agreement(policy: Policy, actions: torch.Tensor) -> float:

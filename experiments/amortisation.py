@@ -1,14 +1,18 @@
 """Amortisation (issue 16 item 3; Mars Table 3, GDP, Placeto, GiPH): one Mars policy trained on a
 family of graphs (``rlplace.agents.family``) places graphs it has not seen.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. nice -n 10 .venv/bin/python experiments/amortisation.py   # ~40 min
-    ... experiments/amortisation.py --smoke OUT_DIR                                           # seconds
+    OMP_NUM_THREADS=1 PYTHONPATH=. nice -n 10 .venv/bin/python experiments/amortisation.py   # ~1 h, load 8-12
+    ... experiments/amortisation.py --smoke OUT_DIR                                           # minutes
+    ... amortisation.py A --seeds 0 & ... amortisation.py B --seeds 1 & ...                   # side by side,
+    ... amortisation.py OUT --merge A/*.json B/*.json ...                                     # then joined
 
 Per unseen graph and seed: **zero-shot**, the trained policy's greedy placement (1 evaluation);
 **fine-tuned**, the best of the 50 placements sampled while fine-tuning the trained policy there
-(PPO, 5 updates of 10; its greedy placement afterwards is not counted); **local search**, 50
-evaluations (its start's included) from the best heuristic; with the best heuristic (best of
-``HEURISTICS`` by simulated step time), ``single`` and the lower bound. Targets (issue 16):
+(PPO, 5 updates of 10; its greedy placement afterwards is not counted); **fine-tuned warm**, the
+same but starting where the search starts: the best heuristic's placement behaviour-cloned and
+evaluated first (1 of the 50); **local search**, 50 evaluations (its start's included) from the
+best heuristic; with the best heuristic (best of ``HEURISTICS`` by simulated step time),
+``single``, the lower bound, and the controls from scratch (no family). Targets (issue 16):
 zero-shot within 5% of the best heuristic, fine-tuned faster than the local search (medians
 over the seeds).
 
@@ -75,6 +79,8 @@ class Setup:
     samples: int = 10
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     cluster: str = "mars_p100"
+    behaviour_cloning: bool = False   # the family's warm start also clones every graph's heuristic jointly
+    reclone_every: int = 0            # and re-clones them every this many updates (0: never)
 
 
 FULL = Setup(
@@ -103,9 +109,10 @@ def train_config(setup: Setup, seed: int, budget: int, **extra) -> TrainConfig:
 # ------------------------------------------------------------------------------ cells
 def family_cell(setup: Setup, cluster: Cluster, seed: int, work: Path) -> dict:
     graphs = [graph_of(n, k) for n, k in setup.family.items()]
-    warm = WarmStartConfig(placer="best", first_sample=True)
+    warm = WarmStartConfig(placer="best", first_sample=True, behaviour_cloning=setup.behaviour_cloning)
     config = train_config(setup, seed, setup.family_budget, warm_start=warm)
-    summary = train_family(graphs, cluster, SimBackend(), config, work / f"family_s{seed}")
+    summary = train_family(graphs, cluster, SimBackend(), config, work / f"family_s{seed}",
+                           reclone_every=setup.reclone_every)
     return {"seconds": summary["seconds"], "evaluated": summary["evaluated"],
             "placements_per_second": summary["placements_per_second"],
             "graphs": {n: {"best_step_time": g["best_step_time"], "warm_start_step_time": g.get("heuristic_step_time"),
@@ -150,6 +157,20 @@ def direct_cell(setup: Setup, cluster: Cluster, graph: OpGraph, seed: int, work:
     return {"untrained_greedy": untrained.step_time, "untrained_greedy_oom": untrained.oom, "direct": direct}
 
 
+def warm_cell(setup: Setup, cluster: Cluster, graph: OpGraph, seed: int, work: Path) -> dict:
+    """Fine-tuning warm-started on the unseen graph from its best heuristic, as the local search
+    starts: its placement behaviour-cloned, then evaluated as the first sample (1 of the
+    ``finetune`` evaluations); from the family's policy and, as the control, from scratch."""
+    warm = WarmStartConfig(placer="best", first_sample=True, behaviour_cloning=True)
+    checkpoint = work / f"family_s{seed}" / CHECKPOINT
+    config = train_config(setup, seed, setup.finetune, init_checkpoint=str(checkpoint), warm_start=warm)
+    config.policy["pretrain"] = False
+    tuned, _ = best_sampled(graph, cluster, config, work / f"finetune_warm_{graph.name}_s{seed}", setup.finetune)
+    scratch = train_config(setup, seed, setup.finetune, warm_start=warm)
+    direct, _ = best_sampled(graph, cluster, scratch, work / f"direct_warm_{graph.name}_s{seed}", setup.finetune)
+    return {"fine_tuned_warm": tuned, "direct_warm": direct}
+
+
 def best_sampled(graph: OpGraph, cluster: Cluster, config: TrainConfig, run_dir: Path, n: int) -> tuple[float, int]:
     """Train (``rlplace.agents.trainer.train``); the best valid step time of the first ``n``
     placements sampled (the greedy placement the trainer evaluates at the end is not one) and
@@ -186,13 +207,15 @@ def run(setup: Setup, out: Path, work: Path, max_minutes: float | None, stem: st
                  for n, g in unseen.items()]
     jobs += [(f"direct/{n}/s{seed}", lambda g=g, s=seed: direct_cell(setup, cluster, g, s, work))
              for seed in setup.seeds for n, g in unseen.items()]
+    jobs += [(f"warm/{n}/s{seed}", lambda g=g, s=seed: warm_cell(setup, cluster, g, s, work))
+             for seed in setup.seeds for n, g in unseen.items()]
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     torch.set_num_threads(1)
     for key, job in tqdm(jobs, desc="amortisation cells", unit="cell"):
         if isinstance(cells.get(key), dict):
             continue
         seed = key.rsplit("/", 1)[1]
-        family_missing = key.startswith("target/") and not isinstance(cells.get(f"family/{seed}"), dict)
+        family_missing = key.startswith(("target/", "warm/")) and not isinstance(cells.get(f"family/{seed}"), dict)
         if family_missing or (deadline is not None and time.monotonic() > deadline):
             cells[key] = NOT_RUN
         else:
@@ -201,6 +224,24 @@ def run(setup: Setup, out: Path, work: Path, max_minutes: float | None, stem: st
         path.write_text(json.dumps(record, indent=1, default=float))
     (out / f"{stem}.md").write_text(render(record))
     return record
+
+
+def merge(records: list[dict]) -> dict:
+    """One record from runs of one setup that differ only in their seeds (run side by side,
+    ``--seeds N`` each): the union of the seeds and of the cells; a cell two runs both hold
+    must be the same."""
+    seeds = sorted({s for r in records for s in r["setup"]["seeds"]})
+    setups = [{**r["setup"], "seeds": seeds} for r in records]
+    if any(s != setups[0] for s in setups):
+        raise ValueError("amortisation --merge: the runs differ in more than their seeds")
+    cells: dict[str, Any] = {}
+    for record in records:
+        for key, cell in record["cells"].items():
+            if isinstance(cells.get(key), dict) and isinstance(cell, dict) and cells[key] != cell:
+                raise ValueError(f"amortisation --merge: cell {key} differs between the runs")
+            if isinstance(cell, dict) or key not in cells:
+                cells[key] = cell
+    return {"setup": setups[0], "cells": cells}
 
 
 def spread(values: list[float]) -> str:
@@ -213,14 +254,19 @@ def verdicts(record: dict, name: str) -> dict[str, Any]:
     cells, setup = record["cells"], record["setup"]
     ref = cells.get(f"reference/{name}")
     runs = [c for s in setup["seeds"] if isinstance(c := cells.get(f"target/{name}/s{s}"), dict)]
+    warm = [c for s in setup["seeds"] if isinstance(c := cells.get(f"warm/{name}/s{s}"), dict)]
     if not isinstance(ref, dict) or not runs:
-        return {"runs": runs, "ref": ref, "zero_shot_met": None, "fine_tune_met": None}
+        return {"runs": runs, "warm": warm, "ref": ref, "zero_shot_met": None, "fine_tune_met": None,
+                "warm_met": None}
     best = ref["best_heuristic_step_time"]
     zero = float(np.median([r["zero_shot"] for r in runs]))
     tuned = float(np.median([r["fine_tuned"] for r in runs]))
     search = float(np.median([r["local_search"] for r in runs]))
-    return {"runs": runs, "ref": ref, "zero_shot_ratio": zero / best, "zero_shot_met": zero <= (1 + WITHIN) * best,
-            "fine_tune_met": tuned < search, "fine_tune_vs_search": tuned / search}
+    tuned_warm = float(np.median([w["fine_tuned_warm"] for w in warm])) if warm else math.nan
+    return {"runs": runs, "warm": warm, "ref": ref, "zero_shot_ratio": zero / best,
+            "zero_shot_met": zero <= (1 + WITHIN) * best, "fine_tune_met": tuned < search,
+            "fine_tune_vs_search": tuned / search, "warm_met": tuned_warm < search if warm else None,
+            "warm_vs_search": tuned_warm / search}
 
 
 def render(record: dict) -> str:
@@ -232,10 +278,13 @@ def render(record: dict) -> str:
              f"- unseen: {', '.join(f'`{n}` {k}' for n, k in setup['unseen'].items())}",
              f"- policy: Mars {setup['policy']} (smaller than the paper's 256/512/128), PPO, "
              f"{setup['samples']} samples per update; {setup['family_budget']} placements over the family per seed, "
-             "warm start per graph: the best heuristic's placement as its first sample",
+             "warm start per graph: the best heuristic's placement as its first sample"
+             + ("; all graphs' placements behaviour-cloned jointly first" if setup.get("behaviour_cloning") else "")
+             + (f", and again every {setup['reclone_every']} updates" if setup.get("reclone_every") else ""),
              f"- zero-shot: the greedy placement, 1 evaluation; fine-tuned: best of {setup['finetune']} placements "
              f"sampled while fine-tuning; local search: {setup['search']} evaluations from the best heuristic "
-             "(its start's included)", ""]
+             "(its start's included); warm: fine-tuning that starts where the search does, the best heuristic's "
+             "placement cloned and evaluated first (1 of the 50)", ""]
     for seed in setup["seeds"]:
         fam = cells.get(f"family/s{seed}")
         if not isinstance(fam, dict):
@@ -253,8 +302,10 @@ def render(record: dict) -> str:
                      f"{min(ratios):.3f}–{max(ratios):.3f})")
     columns = ["unseen graph", "untrained policy (greedy)", "zero-shot (1 eval)",
                f"fine-tuned (best of {setup['finetune']})", f"from scratch (best of {setup['finetune']})",
+               f"fine-tuned warm (best of {setup['finetune']})", f"from scratch warm (best of {setup['finetune']})",
                f"local search ({setup['search']} evals)", "best heuristic", "single", "lower bound",
-               f"zero-shot ≤ {1 + WITHIN:.2f} × best heuristic", "fine-tuned < local search"]
+               f"zero-shot ≤ {1 + WITHIN:.2f} × best heuristic", "fine-tuned < local search",
+               "fine-tuned warm < local search"]
     lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for name in setup["unseen"]:
         v = verdicts(record, name)
@@ -267,11 +318,13 @@ def render(record: dict) -> str:
         lines.append(" | ".join([
             f"| `{name}`", spread([c["untrained_greedy"] for c in direct]), spread([r["zero_shot"] for r in runs]),
             spread([r["fine_tuned"] for r in runs]), spread([c["direct"] for c in direct]),
+            spread([w["fine_tuned_warm"] for w in v["warm"]]), spread([w["direct_warm"] for w in v["warm"]]),
             spread([r["local_search"] for r in runs]),
             f"{ref['best_heuristic_step_time'] * 1e3:.2f} ({ref['best_heuristic']})", f"{ref['single'] * 1e3:.2f}",
             f"{ref['lower_bound'] * 1e3:.2f}",
             word(v["zero_shot_met"], f"{v.get('zero_shot_ratio', math.nan):.3f}×"),
-            word(v["fine_tune_met"], f"{v.get('fine_tune_vs_search', math.nan):.3f}× search")]) + " |")
+            word(v["fine_tune_met"], f"{v.get('fine_tune_vs_search', math.nan):.3f}× search"),
+            word(v["warm_met"], f"{v.get('warm_vs_search', math.nan):.3f}× search")]) + " |")
     missing = sorted(k for k, c in cells.items() if c == NOT_RUN)
     if missing:
         lines += ["", f"Not run (time): {', '.join(missing)}."]
@@ -287,11 +340,27 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--family-budget", type=int, default=None,
                         help="placements over the family per seed; written to amortisation_family<N>.*")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
+    parser.add_argument("--behaviour-cloning", action="store_true",
+                        help="the family's warm start clones every graph's heuristic jointly; written to *_bc.*")
+    parser.add_argument("--reclone-every", type=int, default=0,
+                        help="re-clone the family's heuristic placements every N updates; written to *_reclone<N>.*")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                        help="merge these runs' jsons (one setup, other seeds) into OUT/amortisation.json and .md")
     args = parser.parse_args(argv)
+    if args.merge:
+        record = merge([json.loads(p.read_text()) for p in args.merge])
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "amortisation.json").write_text(json.dumps(record, indent=1, default=float))
+        (args.out / "amortisation.md").write_text(render(record))
+        return record
     setup, stem = (SMOKE, "smoke") if args.smoke else (FULL, "full")
-    if args.family_budget is not None or args.seeds is not None:
-        setup = replace(setup, family_budget=args.family_budget or setup.family_budget, seeds=args.seeds or setup.seeds)
-        stem = f"family{setup.family_budget}_seeds{'_'.join(map(str, setup.seeds))}"
+    if args.family_budget is not None or args.seeds is not None or args.behaviour_cloning or args.reclone_every:
+        setup = replace(setup, family_budget=args.family_budget or setup.family_budget, seeds=args.seeds or setup.seeds,
+                        behaviour_cloning=args.behaviour_cloning or bool(args.reclone_every),
+                        reclone_every=args.reclone_every)
+        stem = (f"family{setup.family_budget}_seeds{'_'.join(map(str, setup.seeds))}"
+                f"{'_bc' if setup.behaviour_cloning else ''}"
+                f"{f'_reclone{setup.reclone_every}' if setup.reclone_every else ''}")
     name = "amortisation" if stem in ("smoke", "full") else f"amortisation_{stem}"
     return run(setup, args.out, args.work / stem, args.max_minutes, name)
 

@@ -1,5 +1,6 @@
 """Training one Mars policy on a family of graphs (rlplace.agents.family): shared weights that
-learn, a checkpoint that resumes exactly and places an unseen graph, and the refusals."""
+learn, joint behaviour cloning, a checkpoint that resumes exactly and places an unseen graph,
+and the refusals."""
 
 import json
 
@@ -13,6 +14,7 @@ from rlplace.agents.family import share_parameters, train_family
 from rlplace.agents.placer import PolicyPlacer
 from rlplace.agents.policies import make_policy
 from rlplace.agents.trainer import CHECKPOINT, train
+from rlplace.agents.warmstart import agreement, behaviour_clone_jointly, heuristic_start
 from rlplace.backends import SimBackend
 from rlplace.envs import PlacementEnv
 from rlplace.errors import CheckpointError, ConfigError
@@ -123,9 +125,8 @@ def test_refusals(family, cluster, tmp_path):
                      config(policy={**POLICY, "type_buckets": 0}), tmp_path)
     with pytest.raises(ConfigError, match="distinct names"):
         train_family([family[0], family[0]], cluster, SimBackend(), config(), tmp_path)
-    with pytest.raises(ConfigError, match="behaviour_cloning"):
-        train_family(family, cluster, SimBackend(),
-                     config(warm_start=WarmStartConfig(placer="m_etf", behaviour_cloning=True)), tmp_path)
+    with pytest.raises(ConfigError, match="reclone_every needs"):
+        train_family(family, cluster, SimBackend(), config(), tmp_path, reclone_every=2)
     with pytest.raises(ConfigError, match="order"):
         train_family(family, cluster, SimBackend(), config(), tmp_path, order="random")
 
@@ -143,3 +144,61 @@ def test_an_update_on_the_second_graph_trains_the_shared_weights(family, cluster
     assert saved.progress["graphs"]["b"]["updates"] == 1
     steps = PPOConfig().epochs * PPOConfig().num_minibatches   # Adam steps per update (4 samples: 4 mini-batches)
     assert saved.algorithm["graphs"][1]["optimizer"]["state"][0]["step"] == 2 * steps   # one optimizer for both
+
+
+def cloning_loss(policy, actions: torch.Tensor) -> float:
+    with torch.no_grad():
+        return float(-policy.log_prob(actions[None], {})[0].mean() / actions.numel())
+
+
+def test_joint_cloning_lowers_every_graphs_loss(family, cluster):
+    """Each graph's own target (random devices, so no graph's clone is another's): after the
+    joint clone every graph's loss is lower and its greedy placement is its target."""
+    envs = [PlacementEnv(g, cluster, mode="one_shot") for g in family]
+    policies = [make_policy("mars", env, seed=0, **POLICY) for env in envs]
+    share_parameters(policies[1], policies[0])
+    rng = torch.Generator().manual_seed(3)
+    targets = [torch.randint(cluster.num_devices, (env.num_units,), generator=rng) for env in envs]
+    before = [cloning_loss(p, a) for p, a in zip(policies, targets)]
+    stats = behaviour_clone_jointly(list(zip(policies, targets)), WarmStartConfig(bc_lr=0.05, bc_steps=300))
+    after = [cloning_loss(p, a) for p, a in zip(policies, targets)]
+    assert all(a < 0.5 * b for a, b in zip(after, before)), (before, after)
+    assert [agreement(p, a) for p, a in zip(policies, targets)] == [1.0, 1.0] and stats["bc_accuracy"] == 1.0
+    assert stats["bc_steps"] < 300   # stopped at full agreement
+
+
+def test_family_clone_places_every_graph_as_its_heuristic_and_is_deterministic(family, cluster, tmp_path):
+    """A family run that only warm-starts (the budget is the warm-start placements): the
+    checkpoint's policy, reloaded, places every family graph as its heuristic does; the same
+    seed gives the same weights."""
+    ws = WarmStartConfig(placer="round_robin", first_sample=True, behaviour_cloning=True, bc_lr=0.05)
+    runs = [train_family(family, cluster, SimBackend(), config(budget_placements=2, warm_start=ws), tmp_path / d)
+            for d in ("a", "b")]
+    assert runs[0]["updates"] == 0 and all(g["bc_accuracy"] == 1.0 for g in runs[0]["graphs"].values())
+    placer = PolicyPlacer("mars", tmp_path / "a" / CHECKPOINT)
+    for graph in family:
+        start = heuristic_start(PlacementEnv(graph, cluster, mode="one_shot"), "round_robin")
+        assert np.array_equal(placer.place(graph, cluster).device_of, start.placement.device_of)
+    a, b = (read_checkpoint(tmp_path / d / CHECKPOINT).policy for d in ("a", "b"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_recloning_pulls_the_policy_back_and_resumes_exactly(family, cluster, tmp_path):
+    """With no initial cloning steps (``bc_steps=0``), re-cloning after every update alone
+    brings every graph's greedy placement to its heuristic's through PPO; a run stopped and
+    resumed (the targets come from the checkpoint) ends with the uninterrupted run's weights."""
+    ws = WarmStartConfig(placer="round_robin", first_sample=True, behaviour_cloning=True, bc_steps=0,
+                         self_imitation_steps=100, self_imitation_lr=0.05)
+    whole = train_family(family, cluster, SimBackend(), config(budget_placements=18, warm_start=ws),
+                         tmp_path / "whole", reclone_every=1)
+    placer = PolicyPlacer("mars", tmp_path / "whole" / CHECKPOINT)
+    for graph in family:
+        start = heuristic_start(PlacementEnv(graph, cluster, mode="one_shot"), "round_robin")
+        assert np.array_equal(placer.place(graph, cluster).device_of, start.placement.device_of)
+    train_family(family, cluster, SimBackend(), config(budget_placements=18, warm_start=ws, stop_after_updates=2,
+                                                       checkpoint_every=1), tmp_path / "parts", reclone_every=1)
+    resumed = train_family(family, cluster, SimBackend(), config(budget_placements=18, warm_start=ws, resume=True),
+                           tmp_path / "parts", reclone_every=1)
+    assert json.dumps(resumed["graphs"], sort_keys=True) == json.dumps(whole["graphs"], sort_keys=True)  # bc_loss: NaN
+    a, b = (read_checkpoint(d / CHECKPOINT).policy for d in (tmp_path / "whole", tmp_path / "parts"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
