@@ -233,15 +233,23 @@ def run_plan(plan: Plan, json_path: Path, work: Path) -> dict[str, Any]:
     return summary
 
 
+# A graph's record: what makes it the graph, and what today's placers measure on it.
+MEASURED = ("heuristics", "best_heuristic", "single_oom", "best_vs_single", "placement_matters")
+
+
 def merge(summary: dict[str, Any], other: dict[str, Any], source: str = "the other json") -> dict[str, Any]:
     """``other``'s graphs and cells added to ``summary`` (in place). A graph recorded in both must
-    be the same (its ``overrides`` aside: they name local paths); a seed recorded in both keeps
-    the record with more evaluated placements, plus any budget only the other has."""
+    be the same graph (its ``overrides`` aside: they name local paths); its heuristics' step times
+    (``MEASURED``) are ``other``'s, the merged run's, as the placers measured them then (each
+    seed's record keeps its own warm start). A seed recorded in both keeps the record with more
+    evaluated placements, plus any budget only the other has."""
     for key, graph in other["graphs"].items():
         mine = summary["graphs"].setdefault(key, graph)
-        differ = sorted(k for k in set(mine) | set(graph) if k != "overrides" and mine.get(k) != graph.get(k))
+        differ = sorted(k for k in set(mine) | set(graph)
+                        if k not in ("overrides", *MEASURED) and mine.get(k) != graph.get(k))
         if differ:
             raise ValueError(f"{source}: graph {key!r} differs in {', '.join(differ)}: not the same graph")
+        mine.update({k: graph[k] for k in MEASURED if k in graph})
     for cell, seeds in other["cells"].items():
         merged = summary["cells"].setdefault(cell, {})
         for seed, record in seeds.items():

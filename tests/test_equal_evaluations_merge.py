@@ -45,6 +45,17 @@ def test_merge_adds_new_seeds_and_keeps_the_longer_run_and_every_budget():
     assert warm["2"]["evaluated"] == 500
 
 
+def test_merge_takes_the_merged_runs_heuristics_of_the_same_graph():
+    """The placers' step times move with the code; the graph is the same, so the merged json's
+    measurements replace the older ones (and its best heuristic with them)."""
+    today = {**GRAPH, "heuristics": {"single": {"step_time": 0.2, "oom": False}, "m_etf": {"step_time": 0.15, "oom": False},
+                                     "metis": {"step_time": 0.12, "oom": False}},
+             "best_heuristic": "metis", "best_vs_single": 0.4}
+    merged = E.merge(summary({}), summary({}, graph=today))["graphs"]["layered"]
+    assert merged["heuristics"]["m_etf"]["step_time"] == 0.15 and merged["best_heuristic"] == "metis"
+    assert merged["best_vs_single"] == 0.4 and merged["overrides"] == ["graph.path=/here/x"]
+
+
 def test_merge_refuses_another_graph_under_the_same_key():
     other = summary({}, graph={**GRAPH, "ops": 1999})
     with pytest.raises(ValueError, match="graph 'layered' differs in ops"):
