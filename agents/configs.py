@@ -19,7 +19,6 @@ from rlplace.options import COUNT, FLAG, SECONDS, Allowed, allowed
 
 GROUPINGS = ("learned", "random", "none")
 CLONE_GROUPINGS = ("device", "runs")
-PLACER_SAMPLINGS = ("autoregressive", "around_greedy")
 ENCODERS = ("gcn", "sage")
 PLACERS = ("segment_seq2seq", "seq2seq", "transformer")
 DEVICES = re.compile(r"auto|cpu|cuda(:[0-9]+)?")   # the torch devices a learned placer trains on
@@ -59,18 +58,12 @@ class HierarchicalConfig:
                                     # group g belongs to device g mod D; "runs": the groups are runs of
                                     # units (topological order) on one device in the first placement
                                     # cloned (the warm start), so a Placer decision moves a whole run
-    placer_sampling: str = "autoregressive"  # not in the paper: "around_greedy" draws each group's device
-                                    # given the greedy devices of the groups before it (HP §2 feeds the
-                                    # drawn ones), so groups deviate from the greedy sequence independently
 
     def __post_init__(self):
         if self.grouping not in GROUPINGS:
             raise ConfigError(f"agent.policy.grouping must be one of {GROUPINGS}, got {self.grouping!r}")
         if self.num_groups < 1 or self.placer_hidden % 2:
             raise ConfigError("agent.policy: num_groups must be >= 1 and placer_hidden even")
-        if self.placer_sampling not in PLACER_SAMPLINGS:
-            raise ConfigError(f"agent.policy.placer_sampling must be one of {PLACER_SAMPLINGS}, "
-                              f"got {self.placer_sampling!r}")
         if self.clone_grouping not in CLONE_GROUPINGS:
             raise ConfigError(f"agent.policy.clone_grouping must be one of {CLONE_GROUPINGS}, "
                               f"got {self.clone_grouping!r}")

@@ -148,24 +148,3 @@ def test_hp_self_imitation_with_steered_temperature_is_seeded_and_resumes_exactl
     for key, value in full.policy.items():
         assert torch.equal(value, resumed.policy[key]), key
     assert run("again").progress["step_times"] == full.progress["step_times"]
-
-
-def test_around_greedy_groups_are_drawn_given_the_greedy_devices_before_them(env):
-    """``placer_sampling="around_greedy"``: each group's device comes from the decoder fed the
-    greedy devices of the earlier groups, so a placement's log probability is the sum of those
-    per-group terms whatever the other groups drew; samples are scored as they were drawn."""
-    policy, actions = cloned(env, clone_grouping="runs", num_groups=32, placer_sampling="around_greedy")
-    policy.temperature = 2.0
-    sample = policy.sample(6, torch.Generator().manual_seed(3))
-    log_prob, entropy = policy.log_prob(sample.actions, sample.extras)
-    torch.testing.assert_close(log_prob, sample.log_probs)
-    torch.testing.assert_close(entropy, sample.entropy)
-    grouping, devices = sample.extras["grouping"], sample.extras["group_devices"]
-    with torch.no_grad():
-        memory, state = policy.encoder(policy.group_embeddings(grouping))
-        greedy = policy.decoder(memory, state, greedy=True).actions
-        assert torch.any(devices != greedy)                                   # something deviated
-        log_p, _ = policy.decoder.teacher_forced(policy.decoder.w_memory(memory), state, greedy)
-        placer = log_p.gather(2, devices.unsqueeze(2)).squeeze(2).sum(1)
-        grouper = torch.log_softmax(policy._unit_logits(0.0, None), dim=1).T.gather(0, grouping).sum(1)
-    torch.testing.assert_close(log_prob.detach(), grouper + placer)

@@ -39,8 +39,8 @@ from torch import nn
 
 from rlplace.agents.base import Sample
 from rlplace.agents.configs import HierarchicalConfig
-from rlplace.agents.device import multinomial, uniform
-from rlplace.agents.policies.seq2seq import AttentionDecoder, BiLSTMEncoder, Decoded, bounded_noise, categorical_entropy
+from rlplace.agents.device import multinomial
+from rlplace.agents.policies.seq2seq import AttentionDecoder, BiLSTMEncoder, bounded_noise, categorical_entropy
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
@@ -113,10 +113,7 @@ class HierarchicalPlanner(nn.Module):
         else:
             grouping = self.fixed_grouping
         memory, state = self.encoder(self.group_embeddings(grouping.unsqueeze(0)))
-        if self.config.placer_sampling == "around_greedy":
-            decoded = self._around_greedy(memory, state, k=k, generator=generator)
-        else:
-            decoded = self.decoder(memory.expand(k, -1, -1), _repeat(state, k), noise=noise, generator=generator)
+        decoded = self.decoder(memory.expand(k, -1, -1), _repeat(state, k), noise=noise, generator=generator)
         group_devices = decoded.actions  # [k, G]
         return Sample(actions=group_devices[:, grouping],
                       log_probs=group_log_p + decoded.log_probs.sum(1),
@@ -139,10 +136,7 @@ class HierarchicalPlanner(nn.Module):
             group_log_p = log_p.T.gather(0, grouping).sum(1)
             group_entropy = categorical_entropy(log_p).sum().expand(grouping.shape[0])
         memory, state = self.encoder(self.group_embeddings(grouping))
-        if self.config.placer_sampling == "around_greedy":
-            decoded = self._around_greedy(memory, state, actions=group_devices)
-        else:
-            decoded = self.decoder(memory, state, actions=group_devices)
+        decoded = self.decoder(memory, state, actions=group_devices)
         return group_log_p + decoded.log_probs.sum(1), group_entropy + decoded.entropy.sum(1)
 
     @torch.no_grad()
@@ -196,22 +190,6 @@ class HierarchicalPlanner(nn.Module):
             moved = elsewhere & owned.gather(1, actions)
             grouping = torch.where(moved, self._favourite_group(group_devices, actions), grouping)
         return {"grouping": grouping.contiguous(), "group_devices": group_devices.contiguous()}
-
-    def _around_greedy(self, memory: torch.Tensor, state, k: int = 1, actions: torch.Tensor | None = None,
-                       generator: torch.Generator | None = None) -> Decoded:
-        """``placer_sampling="around_greedy"``: every group's device is drawn (or, given
-        ``actions`` [B, G], scored) from the decoder's distribution at its step when the decoder
-        is fed the greedy devices of the groups before it, not the drawn ones: groups deviate from
-        the greedy sequence independently (the autoregressive Placer, after one deviation,
-        re-places most later groups: ``experiments/hp_cascade.py``). No exploration noise."""
-        with torch.no_grad():
-            prefix = self.decoder(memory, state, greedy=True).actions  # [B, G]
-        log_p, final = self.decoder.teacher_forced(self.decoder.w_memory(memory), state, prefix)  # [B, G, A]
-        if actions is None:
-            gumbel = -torch.log(-torch.log(uniform((k, *log_p.shape[1:]), generator, memory.device).clamp_min(1e-20)))
-            actions = (log_p.detach() + gumbel).argmax(2)
-            log_p = log_p.expand(k, -1, -1)
-        return Decoded(actions, log_p.gather(2, actions.unsqueeze(2)).squeeze(2), categorical_entropy(log_p), final)
 
     def _favourite_group(self, group_devices: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """[k, U]: for each unit, the group on its device a_u (``group_devices`` [k, G]) that the
