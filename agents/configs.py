@@ -18,6 +18,7 @@ from rlplace.errors import ConfigError
 from rlplace.options import COUNT, FLAG, SECONDS, Allowed, allowed
 
 GROUPINGS = ("learned", "random", "none")
+CLONE_GROUPINGS = ("device", "runs")
 ENCODERS = ("gcn", "sage")
 PLACERS = ("segment_seq2seq", "seq2seq", "transformer")
 DEVICES = re.compile(r"auto|cpu|cuda(:[0-9]+)?")   # the torch devices a learned placer trains on
@@ -49,12 +50,25 @@ class HierarchicalConfig:
     unit_embedding: int = 0         # not in the paper: > 0 adds a trainable vector per unit, so the
                                     # Grouper can tell apart units whose §2 features are alike
                                     # (behaviour cloning of an arbitrary placement needs it)
+    sampling_temperature: float = 1.0   # not in the paper: τ of every softmax (softmax(C·tanh(l/T) / τ):
+                                    # the cap C becomes C/τ); the trainer may steer it
+                                    # (warm_start.self_imitation_changed_units)
+    grouper_temperature: float = 1.0    # not in the paper: the Grouper's softmax is over τ times this
+    clone_grouping: str = "device"  # not in the paper: the grouping behaviour cloning targets. "device":
+                                    # group g belongs to device g mod D; "runs": the groups are runs of
+                                    # units (topological order) on one device in the first placement
+                                    # cloned (the warm start), so a Placer decision moves a whole run
 
     def __post_init__(self):
         if self.grouping not in GROUPINGS:
             raise ConfigError(f"agent.policy.grouping must be one of {GROUPINGS}, got {self.grouping!r}")
         if self.num_groups < 1 or self.placer_hidden % 2:
             raise ConfigError("agent.policy: num_groups must be >= 1 and placer_hidden even")
+        if self.clone_grouping not in CLONE_GROUPINGS:
+            raise ConfigError(f"agent.policy.clone_grouping must be one of {CLONE_GROUPINGS}, "
+                              f"got {self.clone_grouping!r}")
+        if not (self.sampling_temperature > 0 and self.grouper_temperature > 0):
+            raise ConfigError("agent.policy.sampling_temperature and grouper_temperature must be > 0")
 
 
 @dataclass

@@ -176,9 +176,6 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
     generator = torch.Generator(device).manual_seed(config.seed)
     progress = Progress()
 
-    if config.warm_start.self_imitation_changed_units and not hasattr(policy, "temperature"):
-        raise ConfigError(f"warm_start.self_imitation_changed_units: the {config.agent} policy has no sampling "
-                          "temperature to steer (agent=mars has)")
     if saved is not None:
         progress = _restore(checkpoint, saved, policy, algorithm, generator, config)
         if progress.temperature is not None:

@@ -16,8 +16,9 @@ The verdict compares medians over the seeds: gain = 1 - median(learned) / median
 seed's 2,000-placement run continues its 500-placement run (``resume=true``: the trainer
 continues exactly as if it had not stopped, and nothing in it depends on the budget), so its
 numbers at 500 and 2,000 come from one run. Agents: ``learned_targets.HP`` and
-``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128), and ``mars_sil``,
-Mars with self-imitation and a steered temperature (``MARS_SIL``).
+``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128), ``mars_sil``,
+Mars with self-imitation and a steered temperature (``MARS_SIL``), and ``hp_sil``, HP with the
+same and its Grouper cloned to runs of the warm start (``HP_SIL``).
 
 Graphs (``GRAPHS``), all on the Mars cluster ``mars_p100`` (4 × 12 GB P100): the Baechi authors'
 GNMT profile; our GNMT-4 and BERT (TensorFlow zoo, analytical P100 costs) at sizes where
@@ -90,7 +91,12 @@ GRAPHS: dict[str, list[str]] = {
 # cloned after every update that found a better one, and the sampling temperature steered so that
 # samples move ~50 units (of ~1,600 on the GNMT profile) off it (issue 16 item 3).
 MARS_SIL = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_changed_units=50"]
-AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL}
+# The Hierarchical Planner with the same self-imitation and steered temperature, its Grouper cloned
+# to runs of units on one device in the warm start (``clone_grouping=runs``) and sampled colder than
+# its Placer (``grouper_temperature``), so that a sample moves whole runs (issue 16 item 3).
+HP_SIL = HP + ["agent.policy.clone_grouping=runs", "agent.policy.grouper_temperature=0.3",
+               "warm_start.self_imitation_every=1", "warm_start.self_imitation_changed_units=15"]
+AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL, "hp_sil": HP_SIL}
 STARTS = {"warm": WARM, "cold": []}
 BUDGETS = (500, 2000)
 WARM_GAIN = 0.03       # warm: learned at least 3% faster than the search

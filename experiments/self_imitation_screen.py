@@ -24,6 +24,7 @@ RESULTS = ROOT / "experiments" / "results"
 MARS = "agent=mars agent.policy.placer_hidden=128"
 HP = "agent=hierarchical agent.algorithm.options.lr=1e-3 agent.policy.unit_embedding=16"
 SIL = "warm_start.self_imitation_every=1"
+HP_RUNS = "agent.policy.clone_grouping=runs agent.policy.grouper_temperature=0.3"
 RUNS = {  # csv name: (overrides, seed)
     "mars_base": (MARS, 0),
     "mars_epochs10": (f"{MARS} agent.algorithm.options.epochs=10", 0),
@@ -34,6 +35,9 @@ RUNS = {  # csv name: (overrides, seed)
     "mars_sil_steered_seed2": (f"{MARS} {SIL} warm_start.self_imitation_changed_units=50", 2),
     "hp_base": (HP, 0),
     "hp_sil_c10": (f"{HP} agent.policy.tanh_constant=10 {SIL}", 0),
+    "hp_sil_steered_t30": (f"{HP} {SIL} warm_start.self_imitation_changed_units=30", 0),
+    "hp_sil_runs_t30": (f"{HP} {HP_RUNS} {SIL} warm_start.self_imitation_changed_units=30", 0),
+    "hp_sil_runs_t15": (f"{HP} {HP_RUNS} {SIL} warm_start.self_imitation_changed_units=15", 0),
 }
 
 
