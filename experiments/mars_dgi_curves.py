@@ -116,9 +116,9 @@ def plot(curves: dict[str, list[np.ndarray]], levels: dict[str, float], path: Pa
         length = max(len(c) for c in runs)
         stacked = np.stack([np.pad(c, (0, length - len(c)), mode="edge") for c in runs]) * 1e3
         x = np.arange(1, stacked.shape[1] + 1)
-        label = arm if arm.startswith("local search") else f"Mars, {arm}"
-        ax.plot(x, stacked.mean(0), color=f"C{k}", linestyle="--" if arm.startswith("local search") else "-",
-                label=f"{label} (mean of {len(runs)} seeds)")
+        learned = arm in ARMS
+        ax.plot(x, stacked.mean(0), color=f"C{k}", linestyle="-" if learned else "--",
+                label=f"{'Mars, ' if learned else ''}{arm} (mean of {len(runs)} seeds)")
         ax.fill_between(x, stacked.min(0), stacked.max(0), color=f"C{k}", alpha=0.2)
     for name, level in levels.items():
         ax.axhline(level * 1e3, color="grey", linestyle=":", linewidth=1)
