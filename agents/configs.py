@@ -161,6 +161,9 @@ class WarmStartConfig:
     self_imitation_changed_units: float = allowed(0.0, Allowed(float, low=0))   # (c) > 0: after every
                                         # update, steer the policy's sampling temperature so that samples
                                         # move about this many units off the best placement (0: fixed)
+    self_imitation_anchor: bool = allowed(False, FLAG)   # (c) clone the best placement whenever due and
+                                        # the policy's greedy placement has drifted off it, not only
+                                        # when it improved (ours)
 
 
 @dataclass

@@ -259,9 +259,14 @@ def self_imitate(policy, progress: Progress, ws: WarmStartConfig) -> dict[str, f
     cloned last, behaviour-clone it (``behaviour_clone`` with the warm start's ``bc_*`` options but
     at most ``ws.self_imitation_steps`` steps at rate ``ws.self_imitation_lr``).
     Sampling then explores around the best placement found instead of where the policy drifted.
+    With ``ws.self_imitation_anchor`` it clones whenever due, not only after an improvement:
+    PPO's updates move the policy's mode off the best placement even when nothing better was
+    found (``behaviour_clone`` takes no step while the greedy placement is still the best).
     Returns the cloning steps taken (0 when none was due), for the metrics."""
     every = ws.self_imitation_every
-    if not every or progress.updates % every or not progress.best_step_time < progress.imitated_step_time:
+    improved = progress.best_step_time < progress.imitated_step_time
+    if (not every or progress.updates % every or progress.best_actions is None
+            or not (improved or ws.self_imitation_anchor)):
         return {"self_imitation_steps": 0.0} if every else {}
     progress.imitated_step_time = progress.best_step_time
     clone = replace(ws, bc_steps=ws.self_imitation_steps, bc_lr=ws.self_imitation_lr)

@@ -17,8 +17,9 @@ seed's 2,000-placement run continues its 500-placement run (``resume=true``: the
 continues exactly as if it had not stopped, and nothing in it depends on the budget), so its
 numbers at 500 and 2,000 come from one run. Agents: ``learned_targets.HP`` and
 ``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128), ``mars_sil``,
-Mars with self-imitation and a steered temperature (``MARS_SIL``), and ``hp_sil``, HP with the
-same and its Grouper cloned to runs of the warm start (``HP_SIL``).
+Mars with self-imitation and a steered temperature (``MARS_SIL``), ``mars_near``, the same steered
+to samples ~5 units off the best placement (``MARS_NEAR``), and ``hp_sil``, HP with the same as
+``mars_sil`` and its Grouper cloned to runs of the warm start (``HP_SIL``).
 
 Graphs (``GRAPHS``), all on the Mars cluster ``mars_p100`` (4 × 12 GB P100): the Baechi authors'
 GNMT profile; our GNMT-4 and BERT (TensorFlow zoo, analytical P100 costs) at sizes where
@@ -96,7 +97,14 @@ MARS_SIL = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitati
 # its Placer (``grouper_temperature``), so that a sample moves whole runs (issue 16 item 3).
 HP_SIL = HP + ["agent.policy.clone_grouping=runs", "agent.policy.grouper_temperature=0.3",
                "warm_start.self_imitation_every=1", "warm_start.self_imitation_changed_units=15"]
-AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL, "hp_sil": HP_SIL}
+# Mars with the same self-imitation, anchored (the best placement is cloned back whenever the
+# policy's greedy placement drifts off it) and its temperature steered so that a sample moves ~5
+# units off the best placement: on GNMT-4 and BERT, ``mars_sil``'s samples 50+ units off the expert
+# simulate 1-100% slower than it and its best stays within 1.5% of it, while the search gains by
+# moving one unit or run at a time; near samples make the policy a learned proposal of moves.
+MARS_NEAR = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_anchor=true",
+                    "warm_start.self_imitation_changed_units=5"]
+AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL, "hp_sil": HP_SIL, "mars_near": MARS_NEAR}
 STARTS = {"warm": WARM, "cold": []}
 BUDGETS = (500, 2000)
 WARM_GAIN = 0.03       # warm: learned at least 3% faster than the search

@@ -2,6 +2,8 @@
 trainer's self-imitation (``warm_start.self_imitation_every``) and Mars' sampling temperature
 (the Hierarchical Planner's: ``test_warmstart_hp.py``)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ from rlplace.agents.configs import WarmStartConfig
 from rlplace.agents.policies.mars import MarsConfig, MarsPolicy
 from rlplace.agents.base import Batch
 from rlplace.agents.checkpoint import read_checkpoint
+from rlplace.agents.warmstart import behaviour_clone
 from rlplace.agents.trainer import Progress, TrainConfig, self_imitate, steer_temperature, train
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
@@ -52,6 +55,29 @@ def test_self_imitation_clones_the_best_placement_so_far_when_due(env):
     assert self_imitate(policy, progress, ws) == {"self_imitation_steps": 0.0}
     assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
     assert self_imitate(policy, progress, WarmStartConfig()) == {}   # off
+
+
+def test_an_anchored_self_imitation_pulls_a_drifted_policy_back_without_an_improvement(env):
+    policy = policy_for(env)
+    rng = np.random.default_rng(1)
+    best, elsewhere = (rng.integers(0, env.num_devices, env.num_units) for _ in range(2))
+    progress = Progress()
+    progress.record(best, 0.010, True)
+    anchored = WarmStartConfig(self_imitation_every=1, self_imitation_steps=300, self_imitation_lr=0.02,
+                               self_imitation_anchor=True)
+    progress.updates = 1
+    assert self_imitate(policy, progress, anchored)["self_imitation_steps"] > 0
+    assert policy.greedy().tolist() == best.tolist()
+    progress.updates = 2                     # the greedy placement is still the best: no step
+    assert self_imitate(policy, progress, anchored) == {"self_imitation_steps": 0.0}
+
+    behaviour_clone(policy, torch.as_tensor(elsewhere), WarmStartConfig(bc_steps=300, bc_lr=0.02))  # a drift
+    assert policy.greedy().tolist() != best.tolist()
+    progress.updates = 3                     # nothing better was found since the last clone
+    unanchored = replace(anchored, self_imitation_anchor=False)
+    assert self_imitate(policy, progress, unanchored) == {"self_imitation_steps": 0.0}
+    assert self_imitate(policy, progress, anchored)["self_imitation_steps"] > 0
+    assert policy.greedy().tolist() == best.tolist()
 
 
 def test_self_imitation_in_training_is_seeded_and_resumes_exactly(tmp_path):
