@@ -164,6 +164,10 @@ class WarmStartConfig:
     self_imitation_anchor: bool = allowed(False, FLAG)   # (c) clone the best placement whenever due and
                                         # the policy's greedy placement has drifted off it, not only
                                         # when it improved (ours)
+    self_imitation_trust_region: bool = allowed(False, FLAG)   # (c) Mars: sample each unit from the
+                                        # policy with a probability (the trust rate), else keep the best
+                                        # placement's device; the rate, not the temperature, is steered
+                                        # to self_imitation_changed_units (ours)
 
 
 @dataclass
@@ -233,3 +237,7 @@ class TrainConfig:
             raise ConfigError("set a budget: budget.placements and/or budget.seconds")
         if self.samples < 1 or self.checkpoint_every < 1:
             raise ConfigError("samples and checkpoint_every must be >= 1")
+        ws = self.warm_start
+        if ws.self_imitation_trust_region and (self.agent != MarsAgent.name or not ws.self_imitation_changed_units):
+            raise ConfigError("warm_start.self_imitation_trust_region needs agent=mars and "
+                              "warm_start.self_imitation_changed_units > 0")

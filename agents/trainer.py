@@ -49,6 +49,7 @@ from rlplace.agents.checkpoint import (Checkpoint, check_fits, first_line, numpy
 from rlplace.agents.device import device_name, resolve_device
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
+from rlplace.agents.policies.mars import TrustRegion
 from rlplace.agents.configs import TrainConfig, WarmStartConfig
 from rlplace.agents.warmstart import HeuristicStart, behaviour_clone, heuristic_start, seed_with_first_sample
 from rlplace.backends import Backend
@@ -83,6 +84,7 @@ class Progress:
     references: list[dict] = field(default_factory=list)    # the training curve's lines (plots on)
     imitated_step_time: float = math.inf  # of the placement self-imitation last cloned
     temperature: float | None = None      # the policy's sampling temperature, when the trainer steers it
+    trust_rate: float | None = None       # the trust region's rate, when the trainer steers it
 
     def record(self, actions: np.ndarray, step_time: float, valid: bool) -> None:
         self.evaluated += 1
@@ -197,9 +199,10 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
         updates_this_run, stopped = 0, False
         start = time.perf_counter() - progress.elapsed
         while not budget_spent(config, progress):
-            batch, stats = learn_step(policy, algorithm, evaluator, config.samples, generator, progress)
+            with trust_region(policy, progress, config.warm_start):
+                batch, stats = learn_step(policy, algorithm, evaluator, config.samples, generator, progress)
             stats.update(self_imitate(policy, progress, config.warm_start))
-            stats.update(steer_temperature(policy, batch, progress, config.warm_start.self_imitation_changed_units))
+            stats.update(steer_exploration(policy, batch, progress, config.warm_start))
             updates_this_run += 1
             progress.elapsed = time.perf_counter() - start
             if logger is not None:
@@ -274,20 +277,44 @@ def self_imitate(policy, progress: Progress, ws: WarmStartConfig) -> dict[str, f
     return {"self_imitation_steps": float(steps)}
 
 
-def steer_temperature(policy, batch: Batch, progress: Progress, target: float, gain: float = 0.3,
+@contextmanager
+def trust_region(policy, progress: Progress, ws: WarmStartConfig):
+    """Inside, Mars samples and scores around the best placement so far
+    (``ws.self_imitation_trust_region``; ``rlplace.agents.policies.mars.TrustRegion``) at the
+    steered rate, first ``ws.self_imitation_changed_units`` / units (as if the policy moved every
+    unit it drew); outside (behaviour cloning, the greedy placement) the policy is its own."""
+    if not ws.self_imitation_trust_region or progress.best_actions is None:
+        yield
+        return
+    if progress.trust_rate is None:
+        progress.trust_rate = min(1.0, ws.self_imitation_changed_units / policy.num_units)
+    actions = torch.as_tensor(progress.best_actions, device=policy.x.device)
+    policy.trust_region = TrustRegion(actions, progress.trust_rate)
+    try:
+        yield
+    finally:
+        policy.trust_region = None
+
+
+def steer_exploration(policy, batch: Batch, progress: Progress, ws: WarmStartConfig, gain: float = 0.3,
                       bounds: tuple[float, float] = (0.05, 20.0)) -> dict[str, float]:
-    """Keep self-imitation exploring (``target`` > 0): cloning the best placement sharpens the
-    policy until its samples repeat it (Mars' entropy falls from ~50 to ~4 nats within 100
-    placements on the GNMT profile). After each update the sampling temperature is multiplied
-    by ``(target / changed) ** gain``, ``changed`` the mean number of units the batch placed
-    elsewhere than the best placement so far, within ``bounds``. Returns the temperature."""
+    """Keep self-imitation exploring (``ws.self_imitation_changed_units`` = target > 0): cloning
+    the best placement sharpens the policy until its samples repeat it (Mars' entropy falls from
+    ~50 to ~4 nats within 100 placements on the GNMT profile). After each update the sampling
+    temperature (with ``ws.self_imitation_trust_region``: the trust rate, at most 1) is
+    multiplied by ``(target / changed) ** gain``, ``changed`` the mean number of units the batch
+    placed elsewhere than the best placement so far, within ``bounds``. Returns the value."""
+    target = ws.self_imitation_changed_units
     if not target:
         return {}
     if progress.best_actions is None:   # nothing valid yet to stay near
         return {"temperature": policy.temperature}
-    changed = changed_units(batch.sample.actions, progress.best_actions)
+    factor = (target / max(changed_units(batch.sample.actions, progress.best_actions), 0.5)) ** gain
     low, high = bounds
-    policy.temperature = min(high, max(low, policy.temperature * (target / max(changed, 0.5)) ** gain))
+    if ws.self_imitation_trust_region:
+        progress.trust_rate = min(1.0, max(1e-4, progress.trust_rate * factor))
+        return {"trust_rate": progress.trust_rate}
+    policy.temperature = min(high, max(low, policy.temperature * factor))
     progress.temperature = policy.temperature
     return {"temperature": policy.temperature}
 

@@ -18,7 +18,8 @@ continues exactly as if it had not stopped, and nothing in it depends on the bud
 numbers at 500 and 2,000 come from one run. Agents: ``learned_targets.HP`` and
 ``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128), ``mars_sil``,
 Mars with self-imitation and a steered temperature (``MARS_SIL``), ``mars_near``, the same steered
-to samples ~5 units off the best placement (``MARS_NEAR``), and ``hp_sil``, HP with the same as
+to samples ~5 units off the best placement (``MARS_NEAR``), ``mars_trust``, self-imitation in a
+trust region around the best placement (``MARS_TRUST``), and ``hp_sil``, HP with the same as
 ``mars_sil`` and its Grouper cloned to runs of the warm start (``HP_SIL``).
 
 Graphs (``GRAPHS``), all on the Mars cluster ``mars_p100`` (4 × 12 GB P100): the Baechi authors'
@@ -104,7 +105,16 @@ HP_SIL = HP + ["agent.policy.clone_grouping=runs", "agent.policy.grouper_tempera
 # moving one unit or run at a time; near samples make the policy a learned proposal of moves.
 MARS_NEAR = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_anchor=true",
                     "warm_start.self_imitation_changed_units=5"]
-AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL, "hp_sil": HP_SIL, "mars_near": MARS_NEAR}
+# Mars with self-imitation in a trust region around the best placement: each unit is drawn from
+# the policy with a probability steered so that a sample moves ~5 units, and keeps the best
+# placement's device otherwise (``warm_start.self_imitation_trust_region``). Unlike a low
+# temperature, which multiplies every logit's change by 1/T and so lets one PPO update move the
+# policy's mode far off the best placement (``mars_near`` on BERT), the mixture keeps the best
+# placement the most likely sample whatever PPO does to the policy.
+MARS_TRUST = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_trust_region=true",
+                     "warm_start.self_imitation_changed_units=5"]
+AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL, "hp_sil": HP_SIL, "mars_near": MARS_NEAR,
+          "mars_trust": MARS_TRUST}
 STARTS = {"warm": WARM, "cold": []}
 BUDGETS = (500, 2000)
 WARM_GAIN = 0.03       # warm: learned at least 3% faster than the search

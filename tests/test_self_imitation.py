@@ -9,14 +9,15 @@ import pytest
 import torch
 
 from rlplace.agents.configs import WarmStartConfig
-from rlplace.agents.policies.mars import MarsConfig, MarsPolicy
+from rlplace.agents.policies.mars import MarsConfig, MarsPolicy, TrustRegion
 from rlplace.agents.base import Batch
 from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.agents.warmstart import behaviour_clone
-from rlplace.agents.trainer import Progress, TrainConfig, self_imitate, steer_temperature, train
+from rlplace.agents.trainer import Progress, TrainConfig, self_imitate, steer_exploration, train
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.envs import PlacementEnv
+from rlplace.errors import ConfigError
 from rlplace.zoo import layered
 
 torch.set_num_threads(1)
@@ -121,6 +122,35 @@ def test_mars_samples_follow_the_softmax_at_its_temperature(env, temperature):
     assert torch.allclose(rescored, sample.unit_log_probs, atol=1e-5)
 
 
+@pytest.mark.parametrize("rate", [0.0, 0.3, 1.0])
+def test_mars_samples_in_a_trust_region_follow_its_mixture(env, rate):
+    """A unit keeps the trust region's device with probability 1 - rate and is drawn from the
+    policy otherwise: sampled frequencies match the reported probabilities, and re-scoring the
+    samples (PPO) gives the same log-probabilities."""
+    policy = policy_for(env)
+    anchor = torch.as_tensor(np.random.default_rng(4).integers(0, env.num_devices, env.num_units))
+    with torch.no_grad():
+        policy.placer.out.weight.mul_(30.0)
+        policy.placer.out.bias.copy_(torch.arange(env.num_devices, dtype=torch.float32))
+        policy.trust_region = TrustRegion(anchor, rate)
+        sample = policy.sample(4000, torch.Generator().manual_seed(1))
+        rescored, _ = policy.log_prob(sample.actions, per_unit=True)
+    first = sample.actions[:, 0]
+    frequency = torch.bincount(first, minlength=env.num_devices).float() / len(first)
+    reported = torch.zeros(env.num_devices)
+    reported[first] = sample.unit_log_probs[:, 0].exp()
+    assert torch.allclose(frequency, reported, atol=0.03)
+    assert torch.allclose(rescored, sample.unit_log_probs, atol=1e-5)
+    kept = float((sample.actions == anchor).float().mean())
+    assert kept >= 1 - rate - 0.02                          # at least the kept share
+    if rate == 0.0:
+        assert kept == 1.0
+    if rate == 1.0:                                         # the policy itself
+        policy.trust_region = None
+        with torch.no_grad():
+            assert torch.allclose(policy.log_prob(sample.actions, per_unit=True)[0], rescored, atol=1e-5)
+
+
 def test_colder_mars_samples_stray_less_from_the_greedy_placement(env):
     changed = {}
     for temperature in (0.2, 1.0):
@@ -147,12 +177,13 @@ def test_the_temperature_is_steered_towards_the_target_and_resumes(tmp_path):
         return Batch(sample, torch.zeros(4), torch.zeros(4), torch.ones(4, dtype=bool))
 
     moved = batch(far)                                   # every unit off the best
-    assert steer_temperature(policy, moved, progress, target=2.0)["temperature"] < 1.0
+    steered = WarmStartConfig(self_imitation_changed_units=2.0)
+    assert steer_exploration(policy, moved, progress, steered)["temperature"] < 1.0
     cooled = policy.temperature
     on_best = batch(torch.zeros_like(far))               # nothing off the best
-    assert steer_temperature(policy, on_best, progress, target=2.0)["temperature"] > cooled
+    assert steer_exploration(policy, on_best, progress, steered)["temperature"] > cooled
     assert progress.temperature == policy.temperature
-    assert steer_temperature(policy, on_best, progress, target=0.0) == {}
+    assert steer_exploration(policy, on_best, progress, WarmStartConfig()) == {}
 
     graph, cluster = layered(30, seed=1), load_preset("mars_p100")
     mars = {"encoder_hidden": 8, "placer_hidden": 16, "segment_size": 4, "pretrain": False}
@@ -171,3 +202,26 @@ def test_the_temperature_is_steered_towards_the_target_and_resumes(tmp_path):
     a, b = (read_checkpoint(tmp_path / d / "checkpoint.pt").progress for d in ("full", "cut"))
     assert a["step_times"] == b["step_times"] and a["temperature"] == b["temperature"] != 1.0
     assert full["evaluated"] == 25
+
+
+def test_a_trust_region_run_samples_near_the_best_steers_its_rate_and_resumes_exactly(tmp_path):
+    graph, cluster = layered(40, seed=2), load_preset("mars_p100")
+    mars = {"encoder_hidden": 8, "placer_hidden": 16, "segment_size": 4, "pretrain": False}
+
+    def run(out, **options):
+        warm = WarmStartConfig(placer="heft", first_sample=True, self_imitation_every=1, self_imitation_steps=2,
+                               self_imitation_changed_units=2.0, self_imitation_trust_region=True)
+        config = TrainConfig(agent="mars", algorithm="ppo", samples=4, policy=mars, budget_placements=29,
+                             checkpoint_every=2, progress=False, plots=False, seed=2, warm_start=warm, **options)
+        train(graph, cluster, SimBackend(), config, tmp_path / out)
+        return read_checkpoint(tmp_path / out / "checkpoint.pt").progress
+
+    full = run("full")
+    run("cut", stop_after_updates=3)
+    resumed = run("cut", resume=True)
+    assert resumed["step_times"] == full["step_times"] and resumed["trust_rate"] == full["trust_rate"]
+    units = len(full["best_actions"])
+    assert full["trust_rate"] != 2.0 / units            # steered from its first value
+    with pytest.raises(ConfigError, match="trust_region"):
+        TrainConfig(agent="hierarchical", warm_start=WarmStartConfig(self_imitation_trust_region=True,
+                                                                     self_imitation_changed_units=2.0))

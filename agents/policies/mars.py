@@ -29,12 +29,17 @@ Sampling uses the Gumbel-max trick on noise drawn from a ``torch.Generator``, so
 every placement. ``log_probs`` and ``entropy`` of a placement are sums over its units; the
 per-unit terms are kept too (``Sample.unit_log_probs``, ``log_prob(..., per_unit=True)``) for
 PPO's per-decision ratios.
+
+A ``TrustRegion`` (ours, issue 16) makes the policy sample around a placement: each unit's device
+is drawn from the policy with probability ``rate`` and kept otherwise, and ``log_probs`` are
+those of this mixture, so PPO's ratios stay exact.
 """
 
 from __future__ import annotations
 
 import math
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -182,6 +187,27 @@ class TransformerPlacer(nn.Module):
         return chosen, logits
 
 
+@dataclass
+class TrustRegion:
+    """Sampling around ``actions`` [U]: unit u gets device d with probability
+    ``rate * softmax(logits_u / T)[d] + (1 - rate) * [d == actions[u]]``."""
+
+    actions: torch.Tensor
+    rate: float
+
+    def mix(self, log_p: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities of the mixture from the policy's ``log_p`` [k, U, D]."""
+        kept = nn.functional.one_hot(self.actions, log_p.shape[-1]).to(log_p.dtype)
+        return (self.rate * log_p.exp() + (1.0 - self.rate) * kept).clamp_min(1e-30).log()
+
+    def noise(self, noise: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """Gumbel ``noise`` [k, U, D] with the kept units' devices forced (drawn with probability 1 - rate)."""
+        k, U, D = noise.shape
+        kept = uniform((k, U), generator, noise.device) >= self.rate
+        forced = nn.functional.one_hot(self.actions, D).to(noise.dtype) * 1e9
+        return torch.where(kept[..., None], forced.expand(k, U, D), noise)
+
+
 class MarsPolicy(nn.Module):
     """Encoder + placer for one environment, implementing ``rlplace.agents.base.Policy``."""
 
@@ -202,6 +228,7 @@ class MarsPolicy(nn.Module):
                 self.placer = SegmentSeq2SeqPlacer(config.encoder_hidden, config.placer_hidden, num_devices, segment)
         self.pretraining: PretrainResult | None = None
         self.temperature = config.temperature   # the trainer may steer it (warm_start.self_imitation_changed_units)
+        self.trust_region: TrustRegion | None = None   # the trainer sets it (warm_start.self_imitation_trust_region)
 
     @classmethod
     def from_env(cls, env, config: MarsConfig = MarsConfig(), device: torch.device = torch.device("cpu")) -> MarsPolicy:
@@ -234,12 +261,17 @@ class MarsPolicy(nn.Module):
         embeddings = self.encoder(self.x, self.edge_index)
         chosen, logits = self.placer(embeddings, k, actions, noise)
         log_p = torch.log_softmax(logits / self.temperature, dim=-1)
+        if self.trust_region is not None:
+            log_p = self.trust_region.mix(log_p)
         return chosen, log_p.gather(-1, chosen[..., None])[..., 0], -(log_p.exp() * log_p).sum(dim=-1)
 
     def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
         u = uniform((k, self.num_units, self.num_devices), generator, self.x.device).clamp_min(1e-20)
         # argmax(logits / T + Gumbel) = argmax(logits + T · Gumbel): a sample of softmax(logits / T)
-        actions, log_probs, entropy = self._decide(k, noise=-torch.log(-torch.log(u)) * self.temperature)
+        noise = -torch.log(-torch.log(u)) * self.temperature
+        if self.trust_region is not None:
+            noise = self.trust_region.noise(noise, generator)
+        actions, log_probs, entropy = self._decide(k, noise=noise)
         return Sample(actions, log_probs.sum(dim=1), entropy.sum(dim=1), unit_log_probs=log_probs)
 
     def log_prob(self, actions: torch.Tensor, extras: dict[str, torch.Tensor] | None = None,
