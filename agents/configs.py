@@ -166,8 +166,8 @@ class WarmStartConfig:
                                         # when it improved (ours)
     self_imitation_trust_region: bool = allowed(False, FLAG)   # (c) Mars: sample each unit from the
                                         # policy with a probability (the trust rate), else keep the best
-                                        # placement's device; the rate, not the temperature, is steered
-                                        # to self_imitation_changed_units (ours)
+                                        # placement's device; the rate, not the temperature, is set for
+                                        # self_imitation_changed_units moves per sample (ours)
 
 
 @dataclass

@@ -84,7 +84,6 @@ class Progress:
     references: list[dict] = field(default_factory=list)    # the training curve's lines (plots on)
     imitated_step_time: float = math.inf  # of the placement self-imitation last cloned
     temperature: float | None = None      # the policy's sampling temperature, when the trainer steers it
-    trust_rate: float | None = None       # the trust region's rate, when the trainer steers it
 
     def record(self, actions: np.ndarray, step_time: float, valid: bool) -> None:
         self.evaluated += 1
@@ -199,8 +198,9 @@ def _train(graph: OpGraph, cluster: Cluster, backend: Backend, config: TrainConf
         updates_this_run, stopped = 0, False
         start = time.perf_counter() - progress.elapsed
         while not budget_spent(config, progress):
-            with trust_region(policy, progress, config.warm_start):
+            with trust_region(policy, progress, config.warm_start) as region:
                 batch, stats = learn_step(policy, algorithm, evaluator, config.samples, generator, progress)
+            stats.update(region)
             stats.update(self_imitate(policy, progress, config.warm_start))
             stats.update(steer_exploration(policy, batch, progress, config.warm_start))
             updates_this_run += 1
@@ -280,18 +280,22 @@ def self_imitate(policy, progress: Progress, ws: WarmStartConfig) -> dict[str, f
 @contextmanager
 def trust_region(policy, progress: Progress, ws: WarmStartConfig):
     """Inside, Mars samples and scores around the best placement so far
-    (``ws.self_imitation_trust_region``; ``rlplace.agents.policies.mars.TrustRegion``) at the
-    steered rate, first ``ws.self_imitation_changed_units`` / units (as if the policy moved every
-    unit it drew); outside (behaviour cloning, the greedy placement) the policy is its own."""
+    (``ws.self_imitation_trust_region``; ``rlplace.agents.policies.mars.TrustRegion``); outside
+    (behaviour cloning, the greedy placement) the policy is its own. The rate is set so that a
+    sample is expected to move ``ws.self_imitation_changed_units`` units: the target over the
+    units the policy itself would move, sum over u of 1 - p(best_u | the best placement's
+    earlier units), at most 1. Yields the stats to log (the rate)."""
     if not ws.self_imitation_trust_region or progress.best_actions is None:
-        yield
+        yield {}
         return
-    if progress.trust_rate is None:
-        progress.trust_rate = min(1.0, ws.self_imitation_changed_units / policy.num_units)
     actions = torch.as_tensor(progress.best_actions, device=policy.x.device)
-    policy.trust_region = TrustRegion(actions, progress.trust_rate)
+    with torch.no_grad():
+        kept, _ = policy.log_prob(actions[None], per_unit=True)
+    moves = float((1.0 - kept.exp()).sum())
+    rate = min(1.0, ws.self_imitation_changed_units / max(moves, 1e-9))
+    policy.trust_region = TrustRegion(actions, rate)
     try:
-        yield
+        yield {"trust_rate": rate, "policy_moves": moves}
     finally:
         policy.trust_region = None
 
@@ -301,20 +305,17 @@ def steer_exploration(policy, batch: Batch, progress: Progress, ws: WarmStartCon
     """Keep self-imitation exploring (``ws.self_imitation_changed_units`` = target > 0): cloning
     the best placement sharpens the policy until its samples repeat it (Mars' entropy falls from
     ~50 to ~4 nats within 100 placements on the GNMT profile). After each update the sampling
-    temperature (with ``ws.self_imitation_trust_region``: the trust rate, at most 1) is
-    multiplied by ``(target / changed) ** gain``, ``changed`` the mean number of units the batch
-    placed elsewhere than the best placement so far, within ``bounds``. Returns the value."""
+    temperature is multiplied by ``(target / changed) ** gain``, ``changed`` the mean number of
+    units the batch placed elsewhere than the best placement so far, within ``bounds``. Returns
+    the temperature. A trust region (``trust_region``) sets its own rate instead."""
     target = ws.self_imitation_changed_units
-    if not target:
+    if not target or ws.self_imitation_trust_region:
         return {}
     if progress.best_actions is None:   # nothing valid yet to stay near
         return {"temperature": policy.temperature}
-    factor = (target / max(changed_units(batch.sample.actions, progress.best_actions), 0.5)) ** gain
+    changed = changed_units(batch.sample.actions, progress.best_actions)
     low, high = bounds
-    if ws.self_imitation_trust_region:
-        progress.trust_rate = min(1.0, max(1e-4, progress.trust_rate * factor))
-        return {"trust_rate": progress.trust_rate}
-    policy.temperature = min(high, max(low, policy.temperature * factor))
+    policy.temperature = min(high, max(low, policy.temperature * (target / max(changed, 0.5)) ** gain))
     progress.temperature = policy.temperature
     return {"temperature": policy.temperature}
 

@@ -106,7 +106,7 @@ HP_SIL = HP + ["agent.policy.clone_grouping=runs", "agent.policy.grouper_tempera
 MARS_NEAR = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_anchor=true",
                     "warm_start.self_imitation_changed_units=5"]
 # Mars with self-imitation in a trust region around the best placement: each unit is drawn from
-# the policy with a probability steered so that a sample moves ~5 units, and keeps the best
+# the policy with a probability set so that a sample moves ~5 units, and keeps the best
 # placement's device otherwise (``warm_start.self_imitation_trust_region``). Unlike a low
 # temperature, which multiplies every logit's change by 1/T and so lets one PPO update move the
 # policy's mode far off the best placement (``mars_near`` on BERT), the mixture keeps the best
