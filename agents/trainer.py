@@ -84,6 +84,7 @@ class Progress:
     references: list[dict] = field(default_factory=list)    # the training curve's lines (plots on)
     imitated_step_time: float = math.inf  # of the placement self-imitation last cloned
     temperature: float | None = None      # the policy's sampling temperature, when the trainer steers it
+    trust_scale: float = 1.0              # the trust region's correction of its rate, steered
 
     def record(self, actions: np.ndarray, step_time: float, valid: bool) -> None:
         self.evaluated += 1
@@ -282,9 +283,11 @@ def trust_region(policy, progress: Progress, ws: WarmStartConfig):
     """Inside, Mars samples and scores around the best placement so far
     (``ws.self_imitation_trust_region``; ``rlplace.agents.policies.mars.TrustRegion``); outside
     (behaviour cloning, the greedy placement) the policy is its own. The rate is set so that a
-    sample is expected to move ``ws.self_imitation_changed_units`` units: the target over the
-    units the policy itself would move, sum over u of 1 - p(best_u | the best placement's
-    earlier units), at most 1. Yields the stats to log (the rate)."""
+    sample moves about ``ws.self_imitation_changed_units`` units: the target over the units the
+    policy itself would move, sum over u of 1 - p(best_u | the best placement's earlier units),
+    times ``progress.trust_scale`` (``steer_exploration``: a unit drawn elsewhere changes the
+    decoder's next inputs, so more units move than that sum says), at most 1. Yields the stats
+    to log."""
     if not ws.self_imitation_trust_region or progress.best_actions is None:
         yield {}
         return
@@ -292,7 +295,7 @@ def trust_region(policy, progress: Progress, ws: WarmStartConfig):
     with torch.no_grad():
         kept, _ = policy.log_prob(actions[None], per_unit=True)
     moves = float((1.0 - kept.exp()).sum())
-    rate = min(1.0, ws.self_imitation_changed_units / max(moves, 1e-9))
+    rate = min(1.0, progress.trust_scale * ws.self_imitation_changed_units / max(moves, 1e-9))
     policy.trust_region = TrustRegion(actions, rate)
     try:
         yield {"trust_rate": rate, "policy_moves": moves}
@@ -305,19 +308,23 @@ def steer_exploration(policy, batch: Batch, progress: Progress, ws: WarmStartCon
     """Keep self-imitation exploring (``ws.self_imitation_changed_units`` = target > 0): cloning
     the best placement sharpens the policy until its samples repeat it (Mars' entropy falls from
     ~50 to ~4 nats within 100 placements on the GNMT profile). After each update the sampling
-    temperature is multiplied by ``(target / changed) ** gain``, ``changed`` the mean number of
-    units the batch placed elsewhere than the best placement so far, within ``bounds``. Returns
-    the temperature. A trust region (``trust_region``) sets its own rate instead."""
+    temperature (with a trust region, ``ws.self_imitation_trust_region``: the scale of its rate,
+    within 1/100-100) is multiplied by ``(target / changed) ** gain``, ``changed`` the mean
+    number of units the batch placed elsewhere than the best placement so far, within
+    ``bounds``. Returns the value steered and ``changed``."""
     target = ws.self_imitation_changed_units
-    if not target or ws.self_imitation_trust_region:
+    if not target:
         return {}
     if progress.best_actions is None:   # nothing valid yet to stay near
         return {"temperature": policy.temperature}
     changed = changed_units(batch.sample.actions, progress.best_actions)
+    if ws.self_imitation_trust_region:
+        progress.trust_scale = min(100.0, max(0.01, progress.trust_scale * (target / max(changed, 0.5)) ** gain))
+        return {"trust_scale": progress.trust_scale, "changed_off_best": changed}
     low, high = bounds
     policy.temperature = min(high, max(low, policy.temperature * (target / max(changed, 0.5)) ** gain))
     progress.temperature = policy.temperature
-    return {"temperature": policy.temperature}
+    return {"temperature": policy.temperature, "changed_off_best": changed}
 
 
 def budget_spent(config: TrainConfig, progress: Progress) -> bool:

@@ -233,7 +233,8 @@ def test_a_trust_region_run_is_seeded_and_resumes_exactly(tmp_path):
 
     full = run("full")
     run("cut", stop_after_updates=3)
-    assert run("cut", resume=True)["step_times"] == full["step_times"]
+    resumed = run("cut", resume=True)
+    assert resumed["step_times"] == full["step_times"] and resumed["trust_scale"] == full["trust_scale"] != 1.0
     assert run("untrusted", trust=False)["step_times"] != full["step_times"]   # it does something
     with pytest.raises(ConfigError, match="trust_region"):
         TrainConfig(agent="hierarchical", warm_start=WarmStartConfig(self_imitation_trust_region=True,
