@@ -28,7 +28,8 @@ placement matters, and a 2,000-op layered DAG. ``sizes`` in the json records, pe
 best heuristic against ``single``.
 
 Every finished (graph, agent, start, seed, budget) is cached in the json: a rerun (other budgets,
-agents, graphs) does only what is missing, and ``--markdown`` only redraws the tables and curves.
+agents, graphs) does only what is missing, a killed run continues from its last checkpoint, and
+``--markdown`` only redraws the tables and curves.
 Cells not run are in the table as "not run (time)".
 
     python experiments/equal_evaluations.py [--graphs gnmt_profile,gnmt4,bert,layered]
@@ -184,11 +185,11 @@ def graph_record(key: str, overrides: list[str], zoo: dict[str, tuple[str, dict]
 # ------------------------------------------------------------------------------ one seed
 def train_to(run_dir: Path, overrides: list[str], budget: int) -> dict[str, Any]:
     """The rlplace-train run in ``run_dir`` with at least ``budget`` placements evaluated:
-    started, or a shorter one continued (``resume=true``)."""
+    started, or a shorter or killed one continued from its checkpoint (``resume=true``)."""
     results = run_dir / "results.json"
     done = json.loads(results.read_text()) if results.is_file() else None
     if done is None or done["evaluated"] < budget:
-        resume = [f"resume={str(done is not None).lower()}"]
+        resume = [f"resume={str(done is not None or (run_dir / 'checkpoint.pt').is_file()).lower()}"]
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "overrides.json").write_text(json.dumps(overrides))
         train_from_config(compose_train(overrides + [f"budget.placements={budget}"] + resume), run_dir)
