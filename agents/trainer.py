@@ -318,11 +318,12 @@ def steer_exploration(policy, batch: Batch, progress: Progress, ws: WarmStartCon
     if progress.best_actions is None:   # nothing valid yet to stay near
         return {"temperature": policy.temperature}
     changed = changed_units(batch.sample.actions, progress.best_actions)
+    factor = (target / max(changed, 0.5)) ** gain
     if ws.self_imitation_trust_region:
-        progress.trust_scale = min(100.0, max(0.01, progress.trust_scale * (target / max(changed, 0.5)) ** gain))
+        progress.trust_scale = min(100.0, max(0.01, progress.trust_scale * factor))
         return {"trust_scale": progress.trust_scale, "changed_off_best": changed}
     low, high = bounds
-    policy.temperature = min(high, max(low, policy.temperature * (target / max(changed, 0.5)) ** gain))
+    policy.temperature = min(high, max(low, policy.temperature * factor))
     progress.temperature = policy.temperature
     return {"temperature": policy.temperature, "changed_off_best": changed}
 

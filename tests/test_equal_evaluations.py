@@ -114,23 +114,17 @@ def test_verdicts_follow_the_targets():
     assert E.verdict("cold", 24, [0.5], [1.0], cold_budget=24)[1] == "met"
 
 
-def test_a_killed_run_is_continued_from_its_checkpoint(tmp_path):
+def test_a_killed_run_is_continued_from_its_checkpoint(tmp_path, monkeypatch):
     overrides = GRAPH + AGENTS["mars"] + ["torch_threads=1", "progress=false", "plots=false", "checkpoint_every=1"]
     run_dir = tmp_path / "run"
     train = E.train_from_config
-    E.train_from_config = lambda cfg, d: train(E.compose_train(overrides + ["budget.placements=20",
-                                                                             "stop_after_updates=1"]), d)
-    try:
-        with pytest.raises(FileNotFoundError):   # stopped after 1 update as if killed: no results.json
-            E.train_to(run_dir, overrides, 20)
-    finally:
-        E.train_from_config = train
+    monkeypatch.setattr(E, "train_from_config", lambda cfg, d: train(
+        E.compose_train(overrides + ["budget.placements=20", "stop_after_updates=1"]), d))
+    with pytest.raises(FileNotFoundError):       # stopped after 1 update as if killed: no results.json
+        E.train_to(run_dir, overrides, 20)
     stopped = read_checkpoint(run_dir / "checkpoint.pt").progress["step_times"]
     assert not (run_dir / "results.json").is_file() and 0 < len(stopped) < 20
     resumed = []
-    E.train_from_config = lambda cfg, d: resumed.append(cfg.resume) or train(cfg, d)
-    try:
-        done = E.train_to(run_dir, overrides, 20)
-    finally:
-        E.train_from_config = train
+    monkeypatch.setattr(E, "train_from_config", lambda cfg, d: resumed.append(cfg.resume) or train(cfg, d))
+    done = E.train_to(run_dir, overrides, 20)
     assert resumed == [True] and done["evaluated"] >= 20 and done["step_times"][:len(stopped)] == stopped
