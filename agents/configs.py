@@ -168,6 +168,9 @@ class WarmStartConfig:
                                         # policy with a probability (the trust rate), else keep the best
                                         # placement's device; the rate, not the temperature, is set for
                                         # self_imitation_changed_units moves per sample (ours)
+    self_imitation_trust_temperature: bool = allowed(False, FLAG)   # (c) with the trust region: once the
+                                        # rate is 1 and samples would still move fewer units than wanted
+                                        # (a sharp policy), raise the sampling temperature instead (ours)
 
 
 @dataclass
@@ -241,3 +244,6 @@ class TrainConfig:
         if ws.self_imitation_trust_region and (self.agent != MarsAgent.name or not ws.self_imitation_changed_units):
             raise ConfigError("warm_start.self_imitation_trust_region needs agent=mars and "
                               "warm_start.self_imitation_changed_units > 0")
+        if ws.self_imitation_trust_temperature and not ws.self_imitation_trust_region:
+            raise ConfigError("warm_start.self_imitation_trust_temperature needs "
+                              "warm_start.self_imitation_trust_region=true")

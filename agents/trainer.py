@@ -286,21 +286,47 @@ def trust_region(policy, progress: Progress, ws: WarmStartConfig):
     sample moves about ``ws.self_imitation_changed_units`` units: the target over the units the
     policy itself would move, sum over u of 1 - p(best_u | the best placement's earlier units),
     times ``progress.trust_scale`` (``steer_exploration``: a unit drawn elsewhere changes the
-    decoder's next inputs, so more units move than that sum says), at most 1. Yields the stats
-    to log."""
+    decoder's next inputs, so more units move than that sum says), at most 1. Where the rate
+    would exceed 1 (a sharp policy) and ``ws.self_imitation_trust_temperature``, it is 1 and the
+    sampling temperature is raised inside instead, until the policy moves that many
+    (``trust_temperature``). Yields the stats to log."""
     if not ws.self_imitation_trust_region or progress.best_actions is None:
         yield {}
         return
     actions = torch.as_tensor(progress.best_actions, device=policy.x.device)
-    with torch.no_grad():
-        kept, _ = policy.log_prob(actions[None], per_unit=True)
-    moves = float((1.0 - kept.exp()).sum())
-    rate = min(1.0, progress.trust_scale * ws.self_imitation_changed_units / max(moves, 1e-9))
+    logits, base = policy.teacher_forced_logits(actions), policy.temperature
+    wanted = progress.trust_scale * ws.self_imitation_changed_units
+    moves = expected_moves(logits, actions, base)
+    rate = min(1.0, wanted / max(moves, 1e-9))
+    if ws.self_imitation_trust_temperature and moves < wanted:
+        policy.temperature = trust_temperature(logits, actions, wanted, base)
     policy.trust_region = TrustRegion(actions, rate)
     try:
-        yield {"trust_rate": rate, "policy_moves": moves}
+        yield {"trust_rate": rate, "policy_moves": moves, "trust_temperature": policy.temperature}
     finally:
-        policy.trust_region = None
+        policy.trust_region, policy.temperature = None, base
+
+
+def expected_moves(logits: torch.Tensor, actions: torch.Tensor, temperature: float) -> float:
+    """Sum over units of 1 - p(actions_u) under softmax(``logits`` [U, D] / ``temperature``)."""
+    kept = torch.log_softmax(logits / temperature, dim=-1).gather(-1, actions[:, None].long())
+    return float((1.0 - kept.exp()).sum())
+
+
+def trust_temperature(logits: torch.Tensor, actions: torch.Tensor, wanted: float, low: float,
+                      high: float = 20.0, steps: int = 30) -> float:
+    """The temperature in [``low``, ``high``] at which ``expected_moves`` is ``wanted``, by
+    bisection of its logarithm (the moves grow with the temperature where ``actions`` are the
+    policy's likeliest devices; ``high`` when even it moves fewer)."""
+    if expected_moves(logits, actions, high) <= wanted:
+        return high
+    for _ in range(steps):
+        middle = math.sqrt(low * high)
+        if expected_moves(logits, actions, middle) < wanted:
+            low = middle
+        else:
+            high = middle
+    return high
 
 
 def steer_exploration(policy, batch: Batch, progress: Progress, ws: WarmStartConfig, gain: float = 0.3,

@@ -2,6 +2,7 @@
 trainer's self-imitation (``warm_start.self_imitation_every``) and Mars' sampling temperature
 (the Hierarchical Planner's: ``test_warmstart_hp.py``)."""
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -13,8 +14,8 @@ from rlplace.agents.policies.mars import MarsConfig, MarsPolicy, TrustRegion
 from rlplace.agents.base import Batch
 from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.agents.warmstart import behaviour_clone
-from rlplace.agents.trainer import (Progress, TrainConfig, changed_units, self_imitate, steer_exploration, train,
-                                    trust_region)
+from rlplace.agents.trainer import (Progress, TrainConfig, changed_units, expected_moves, self_imitate,
+                                    steer_exploration, train, trust_region, trust_temperature)
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.envs import PlacementEnv
@@ -217,6 +218,45 @@ def test_a_trust_region_samples_the_target_number_of_moves_off_the_best_placemen
     assert policy.trust_region is None                      # outside, the policy is its own
     with trust_region(policy, progress, WarmStartConfig(self_imitation_changed_units=2.0)) as stats:
         assert stats == {} and policy.trust_region is None
+
+
+def test_a_sharp_policy_in_a_trust_region_is_sampled_hotter_when_asked(env):
+    """A policy cloned to the best placement would move under the target even at rate 1; with
+    ``self_imitation_trust_temperature`` the region raises the temperature until the policy's
+    expected moves are the target (a moved unit changes the decoder's next inputs, so samples
+    move more), and gives the policy its own temperature back outside."""
+    best = np.random.default_rng(6).integers(0, env.num_devices, env.num_units)
+    progress = Progress()
+    progress.record(best, 0.01, True)
+    policy = policy_for(env)
+    behaviour_clone(policy, torch.as_tensor(best), WarmStartConfig(bc_steps=300, bc_lr=0.02))
+    moved = {}
+    for hotter in (False, True):
+        ws = WarmStartConfig(self_imitation_changed_units=5.0, self_imitation_trust_region=True,
+                             self_imitation_trust_temperature=hotter)
+        with torch.no_grad(), trust_region(policy, progress, ws) as stats:
+            sample = policy.sample(400, torch.Generator().manual_seed(3))
+            rescored, _ = policy.log_prob(sample.actions)
+        assert stats["trust_rate"] == 1.0 and stats["policy_moves"] < 2.0
+        assert torch.allclose(rescored, sample.log_probs, atol=1e-4)   # PPO re-scores what was sampled
+        assert policy.temperature == 1.0 and policy.trust_region is None
+        moved[hotter] = changed_units(sample.actions, progress.best_actions)
+    logits, anchor = policy.teacher_forced_logits(torch.as_tensor(best)), torch.as_tensor(best)
+    assert expected_moves(logits, anchor, stats["trust_temperature"]) == pytest.approx(5.0, rel=1e-3)
+    assert moved[True] > 1.5 * moved[False]
+    with pytest.raises(ConfigError, match="trust_temperature"):
+        TrainConfig(agent="mars", warm_start=WarmStartConfig(self_imitation_trust_temperature=True))
+
+
+def test_trust_temperature_gives_the_wanted_moves():
+    logits = torch.tensor([[4.0, 0.0, 0.0], [0.0, 6.0, 1.0], [2.0, 0.0, 0.0]])
+    actions = torch.tensor([0, 1, 0])
+    slow = [sum(1 - math.exp(row[a] / t) / sum(math.exp(v / t) for v in row) for row, a in
+                zip(logits.tolist(), actions.tolist())) for t in (1.0, 20.0)]
+    assert expected_moves(logits, actions, 1.0) == pytest.approx(slow[0], rel=1e-6)
+    t = trust_temperature(logits, actions, 1.0, 1.0)
+    assert 1.0 < t < 20.0 and expected_moves(logits, actions, t) == pytest.approx(1.0, rel=1e-3)
+    assert trust_temperature(logits, actions, 5.0, 1.0) == 20.0 and slow[1] < 5.0   # out of reach
 
 
 def test_a_trust_region_run_is_seeded_and_resumes_exactly(tmp_path):

@@ -280,6 +280,13 @@ class MarsPolicy(nn.Module):
         return (log_probs, entropy) if per_unit else (log_probs.sum(dim=1), entropy.sum(dim=1))
 
     @torch.no_grad()
+    def teacher_forced_logits(self, actions: torch.Tensor) -> torch.Tensor:
+        """The placer's logits [U, D], each unit's given ``actions``' earlier units, before the
+        temperature and the trust region."""
+        embeddings = self.encoder(self.x, self.edge_index)
+        return self.placer(embeddings, 1, actions[None].long())[1][0]
+
+    @torch.no_grad()
     def greedy(self) -> torch.Tensor:
         return self._decide(1, noise=torch.zeros(1, self.num_units, self.num_devices, device=self.x.device))[0][0]
 
