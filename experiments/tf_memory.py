@@ -12,7 +12,8 @@ order on device 0, the rest on device 1) and ``expert`` (the models' layer tags;
 from both). Measured:
 
 * TensorFlow's allocator statistics: ``TF_CPU_ALLOCATOR_USE_BFC=true`` gives the CPU allocator
-  statistics (without it ``get_memory_info`` raises "Allocator stats not available");
+  statistics (without it ``get_memory_info`` raises "Allocator stats not available", or, with
+  oneDNN on, reports zeros);
   ``reset_memory_stats`` before each step and ``get_memory_info`` after it give the step's peak
   bytes in use, variables included. Logical CPU devices share the one CPU allocator: for a split
   placement this is the process's peak, not a device's;

@@ -20,7 +20,9 @@ fresh session, initialises the variables and runs ``warmup`` then ``steps`` trai
   before TensorFlow starts), each timed step's peak bytes in use (``allocator_peaks``,
   ``tf.config.experimental.reset_memory_stats`` before the step, ``get_memory_info`` after) and
   the bytes in use before it (``allocator_base``: variables and what the session keeps), per
-  allocator: logical CPU devices share one, so these are the process's, not a device's.
+  allocator: logical CPU devices share one, so these are the process's, not a device's. With
+  oneDNN on and no BFC, TensorFlow's CPU allocator answers ``get_memory_info`` with zeros; an
+  allocator that reports nothing in use once the variables are initialised keeps no statistics.
 
 The result is a plain dict, so the process that asked needs no TensorFlow to read it.
 """
@@ -67,6 +69,8 @@ def measure(model: TFModel, device_of: dict[str, int], devices: Sequence[str], w
     try:
         with v1.Session(graph=model.graph, config=config) as sess:
             sess.run(model.init_op)
+            if stats is not None and tf.config.experimental.get_memory_info(stats)["current"] == 0:
+                stats = None  # an allocator that reports no bytes under the variables keeps no statistics
             for k in range(warmup + steps):
                 if stats is not None and k == warmup:
                     result.update(allocator_peaks=[], allocator_base=[])
