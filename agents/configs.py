@@ -171,6 +171,9 @@ class WarmStartConfig:
     self_imitation_trust_temperature: bool = allowed(False, FLAG)   # (c) with the trust region: once the
                                         # rate is 1 and samples would still move fewer units than wanted
                                         # (a sharp policy), raise the sampling temperature instead (ours)
+    self_imitation_trust_factorised: bool = allowed(False, FLAG)   # (c) with the trust region: draw each
+                                        # unit given the best placement's earlier units, not the sample's,
+                                        # so that a moved unit does not move the ones after it (ours)
 
 
 @dataclass
@@ -244,6 +247,6 @@ class TrainConfig:
         if ws.self_imitation_trust_region and (self.agent != MarsAgent.name or not ws.self_imitation_changed_units):
             raise ConfigError("warm_start.self_imitation_trust_region needs agent=mars and "
                               "warm_start.self_imitation_changed_units > 0")
-        if ws.self_imitation_trust_temperature and not ws.self_imitation_trust_region:
-            raise ConfigError("warm_start.self_imitation_trust_temperature needs "
-                              "warm_start.self_imitation_trust_region=true")
+        for name in ("self_imitation_trust_temperature", "self_imitation_trust_factorised"):
+            if getattr(ws, name) and not ws.self_imitation_trust_region:
+                raise ConfigError(f"warm_start.{name} needs warm_start.self_imitation_trust_region=true")

@@ -289,7 +289,9 @@ def trust_region(policy, progress: Progress, ws: WarmStartConfig):
     decoder's next inputs, so more units move than that sum says), at most 1. Where the rate
     would exceed 1 (a sharp policy) and ``ws.self_imitation_trust_temperature``, it is 1 and the
     sampling temperature is raised inside instead, until the policy moves that many
-    (``trust_temperature``). Yields the stats to log."""
+    (``trust_temperature``). With ``ws.self_imitation_trust_factorised`` every unit is drawn
+    given the best placement's earlier units, so the sum is what a sample moves at rate 1.
+    Yields the stats to log."""
     if not ws.self_imitation_trust_region or progress.best_actions is None:
         yield {}
         return
@@ -300,7 +302,7 @@ def trust_region(policy, progress: Progress, ws: WarmStartConfig):
     rate = min(1.0, wanted / max(moves, 1e-9))
     if ws.self_imitation_trust_temperature and moves < wanted:
         policy.temperature = trust_temperature(logits, actions, wanted, base)
-    policy.trust_region = TrustRegion(actions, rate)
+    policy.trust_region = TrustRegion(actions, rate, ws.self_imitation_trust_factorised)
     try:
         yield {"trust_rate": rate, "policy_moves": moves, "trust_temperature": policy.temperature}
     finally:

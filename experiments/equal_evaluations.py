@@ -20,7 +20,9 @@ numbers at 500 and 2,000 come from one run. Agents: ``learned_targets.HP`` and
 Mars with self-imitation and a steered temperature (``MARS_SIL``), ``mars_near``, the same steered
 to samples ~5 units off the best placement (``MARS_NEAR``), ``mars_trust``, self-imitation in a
 trust region around the best placement (``MARS_TRUST``), ``mars_trust_hot``, the same sampled hotter
-where the region alone would not move enough units (``MARS_TRUST_HOT``), and ``hp_sil``, HP with the same as
+where the region alone would not move enough units (``MARS_TRUST_HOT``),
+``mars_trust_factorised``, the region drawn unit by unit given the best placement's earlier units
+(``MARS_TRUST_FACTORISED``), and ``hp_sil``, HP with the same as
 ``mars_sil`` and its Grouper cloned to runs of the warm start (``HP_SIL``).
 
 Graphs (``GRAPHS``), all on the Mars cluster ``mars_p100`` (4 × 12 GB P100): the Baechi authors'
@@ -119,8 +121,13 @@ MARS_TRUST = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imita
 # (``mars_trust``: then 19% (GNMT-4) and 41% (BERT) of its samples repeat an earlier step time), the
 # temperature inside the region is raised instead (``warm_start.self_imitation_trust_temperature``).
 MARS_TRUST_HOT = MARS_TRUST + ["warm_start.self_imitation_trust_temperature=true"]
+# The same, but each unit in the region is drawn given the best placement's earlier units, not the
+# sample's (``warm_start.self_imitation_trust_factorised``): in ``mars_trust_hot`` a moved unit
+# changed the decoder's next inputs, so a sample moved either ~0-3 units or 20-85, not ~5.
+MARS_TRUST_FACTORISED = MARS_TRUST + ["warm_start.self_imitation_trust_factorised=true"]
 AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL, "hp_sil": HP_SIL, "mars_near": MARS_NEAR,
-          "mars_trust": MARS_TRUST, "mars_trust_hot": MARS_TRUST_HOT}
+          "mars_trust": MARS_TRUST, "mars_trust_hot": MARS_TRUST_HOT,
+          "mars_trust_factorised": MARS_TRUST_FACTORISED}
 STARTS = {"warm": WARM, "cold": []}
 BUDGETS = (500, 2000)
 WARM_GAIN = 0.03       # warm: learned at least 3% faster than the search

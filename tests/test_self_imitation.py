@@ -279,3 +279,33 @@ def test_a_trust_region_run_is_seeded_and_resumes_exactly(tmp_path):
     with pytest.raises(ConfigError, match="trust_region"):
         TrainConfig(agent="hierarchical", warm_start=WarmStartConfig(self_imitation_trust_region=True,
                                                                      self_imitation_changed_units=2.0))
+
+
+def test_a_factorised_trust_region_draws_each_unit_given_the_best_placement(env):
+    """``self_imitation_trust_factorised``: unit u is kept with probability 1 - rate and else drawn
+    from the policy given the best placement's earlier units, whatever the sample moved before it,
+    so a sample moves rate x expected_moves units on average, each unit independently, and PPO
+    re-scores exactly what was sampled."""
+    best = np.random.default_rng(7).integers(0, env.num_devices, env.num_units)
+    progress = Progress()
+    progress.record(best, 0.01, True)
+    policy = policy_for(env)
+    ws = WarmStartConfig(self_imitation_changed_units=3.0, self_imitation_trust_region=True,
+                         self_imitation_trust_factorised=True)
+    with torch.no_grad(), trust_region(policy, progress, ws) as stats:
+        sample = policy.sample(3000, torch.Generator().manual_seed(4))
+        rescored, _ = policy.log_prob(sample.actions)
+    assert torch.allclose(rescored, sample.log_probs, atol=1e-4)
+    # the literal mixture, unit by unit, from the logits teacher-forced on the best placement
+    anchor = torch.as_tensor(best)
+    probs = torch.softmax(policy.teacher_forced_logits(anchor), dim=-1).tolist()
+    rate = stats["trust_rate"]
+    for actions, log_prob in zip(sample.actions[:5].tolist(), sample.log_probs[:5].tolist()):
+        literal = sum(math.log(rate * probs[u][d] + (1 - rate) * (d == best[u])) for u, d in enumerate(actions))
+        assert log_prob == pytest.approx(literal, abs=1e-3)
+    moved = (sample.actions != anchor).double()
+    wanted = torch.tensor([rate * (1 - probs[u][best[u]]) for u in range(env.num_units)], dtype=torch.double)
+    assert torch.allclose(moved.mean(dim=0), wanted, atol=0.04)     # each unit's own rate
+    assert moved.sum(dim=1).mean().item() == pytest.approx(3.0, rel=0.08)
+    with pytest.raises(ConfigError, match="trust_factorised"):
+        TrainConfig(agent="mars", warm_start=WarmStartConfig(self_imitation_trust_factorised=True))

@@ -32,7 +32,9 @@ PPO's per-decision ratios.
 
 A ``TrustRegion`` (ours, issue 16) makes the policy sample around a placement: each unit's device
 is drawn from the policy with probability ``rate`` and kept otherwise, and ``log_probs`` are
-those of this mixture, so PPO's ratios stay exact.
+those of this mixture, so PPO's ratios stay exact. A factorised region draws every unit given the
+placement's earlier units (teacher-forced on it) instead of the sample's, so a moved unit does
+not change the distributions of the units after it.
 """
 
 from __future__ import annotations
@@ -190,10 +192,12 @@ class TransformerPlacer(nn.Module):
 @dataclass
 class TrustRegion:
     """Sampling around ``actions`` [U]: unit u gets device d with probability
-    ``rate * softmax(logits_u / T)[d] + (1 - rate) * [d == actions[u]]``."""
+    ``rate * softmax(logits_u / T)[d] + (1 - rate) * [d == actions[u]]``, ``logits_u`` given the
+    sample's earlier units, or, ``factorised``, ``actions``' earlier units."""
 
     actions: torch.Tensor
     rate: float
+    factorised: bool = False
 
     def mix(self, log_p: torch.Tensor) -> torch.Tensor:
         """Log-probabilities of the mixture from the policy's ``log_p`` [k, U, D]."""
@@ -259,10 +263,15 @@ class MarsPolicy(nn.Module):
         """(actions, log_probs, entropy) of k placements, the last two per unit [k, U]:
         teacher-forced or chosen by noise."""
         embeddings = self.encoder(self.x, self.edge_index)
-        chosen, logits = self.placer(embeddings, k, actions, noise)
+        region = self.trust_region
+        if region is not None and region.factorised:
+            logits = self.placer(embeddings, 1, region.actions[None].long())[1].expand(k, -1, -1)
+            chosen = actions if actions is not None else torch.argmax(logits.detach() + noise, dim=-1)
+        else:
+            chosen, logits = self.placer(embeddings, k, actions, noise)
         log_p = torch.log_softmax(logits / self.temperature, dim=-1)
-        if self.trust_region is not None:
-            log_p = self.trust_region.mix(log_p)
+        if region is not None:
+            log_p = region.mix(log_p)
         return chosen, log_p.gather(-1, chosen[..., None])[..., 0], -(log_p.exp() * log_p).sum(dim=-1)
 
     def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
