@@ -90,3 +90,12 @@ def test_a_warm_target_under_the_lower_bound_is_said_so(bound, expected):
     rows = E.cell_rows(summary(cells, graph={**GRAPH, "lower_bound": bound}), ["layered"], ["mars"], ["warm"],
                        [500], [0])
     assert rows[0]["verdict"] == expected
+
+
+def test_variants_are_listed_only_where_they_ran_and_the_issue_agents_always():
+    cells = {"layered/mars_sil/warm": {"0": seed_record({500: 0.098}, 500)}}
+    rows = E.cell_rows(summary(cells), ["layered"], ["hp", "mars", "mars_sil", "mars_trust"], ["warm", "cold"],
+                       [500], [0])
+    listed = {(r["agent"], r["start"]): "learned" in r for r in rows}
+    assert listed == {("hp", "warm"): False, ("hp", "cold"): False, ("mars", "warm"): False,
+                      ("mars", "cold"): False, ("mars_sil", "warm"): True}
