@@ -362,7 +362,8 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
              f"{', '.join(map(str, plan.seeds))}; local search (hill-climbing) from the learned run's first "
              "placement with the same seed and the same number of evaluations. Simulator backend, cluster mars_p100.",
              "", "Targets: warm (`warm_start.placer=best`) learned ≥ 3% faster than the search at 500 and 2,000; "
-             "cold learned faster than the search at 2,000. gain = 1 − median(learned) / median(search).", "",
+             "cold learned faster than the search at 2,000. gain = 1 − median(learned) / median(search). How many "
+             "evaluations the search itself needs to reach these targets: `search_headroom.md`.", "",
              "| graph | ops | lower bound (ms) | best heuristic (ms) | single (ms) | best vs single | placement matters |",
              "|---|---|---|---|---|---|---|"]
     for key in plan.graphs:
