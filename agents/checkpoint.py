@@ -63,14 +63,22 @@ def set_numpy_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state({**state, "state": {**state["state"], "key": key}})
 
 
-def set_generator_state(path: Path, generator: torch.Generator, state: torch.Tensor) -> None:
-    """Continue the sampling generator saved in ``path``; a generator of another kind of device
-    (a run written on a GPU, resumed on the CPU) is a CheckpointError."""
+def set_generator_state(path: Path, generator: torch.Generator, state: torch.Tensor,
+                        reseed: int | None = None) -> bool:
+    """Continue the sampling generator saved in ``path``. A generator of another kind of device
+    (a run written on a GPU, resumed on the CPU) cannot continue: it is a CheckpointError, or,
+    given ``reseed``, the generator is seeded with it instead (the run goes on, but not with the
+    draws the first device would have made). Returns whether it was reseeded."""
     try:
         generator.set_state(state)
+        return False
     except RuntimeError:
-        raise CheckpointError(f"{path}: its sampling generator is not a {generator.device.type} generator: resume "
-                              "the run on the kind of device it was written on (torch_device=cpu or cuda)") from None
+        if reseed is None:
+            raise CheckpointError(f"{path}: its sampling generator is not a {generator.device.type} generator: resume "
+                                  "the run on the kind of device it was written on (torch_device=cpu or cuda), "
+                                  "or set resume_across_devices=true") from None
+    generator.manual_seed(reseed)
+    return True
 
 
 def write_checkpoint(path: Path, checkpoint: Checkpoint) -> None:

@@ -229,6 +229,7 @@ class TrainConfig:
     budget_seconds: Optional[float] = None
     checkpoint_every: int = 50          # updates
     resume: bool = False
+    resume_across_devices: bool = False   # a run written on another kind of device: its generator reseeded
     stop_after_updates: Optional[int] = None   # stop (as if killed) after this many updates of this run
     init_checkpoint: Optional[str] = None  # fine-tuning: start from another run's policy weights
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)

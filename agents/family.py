@@ -52,7 +52,8 @@ from rlplace.agents.configs import AGENTS, TrainConfig, WarmStartConfig
 from rlplace.agents.loggers import Logger
 from rlplace.agents.policies import make_policy
 from rlplace.agents.warmstart import agreement, behaviour_clone_jointly
-from rlplace.agents.trainer import CHECKPOINT, Evaluator, Progress, budget_spent, flushed_subnormals, learn_step, warm_start_policy
+from rlplace.agents.trainer import (CHECKPOINT, Evaluator, Progress, budget_spent, flushed_subnormals, learn_step,
+                                   resume_seed, warm_start_policy)
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.envs import PlacementEnv
@@ -71,6 +72,7 @@ class FamilyProgress:
     elapsed: float = 0.0
     graphs: dict[str, Progress] = field(default_factory=dict)
     targets: list[list[int]] | None = None   # each graph's heuristic placement, when cloned
+    generator_reseeded_at: list[int] = field(default_factory=list)  # as Progress's
 
 
 def family_identity(graphs: Sequence[OpGraph], cluster: Cluster) -> dict[str, Any]:
@@ -213,7 +215,8 @@ class _Family:
                 "torch_device": device_name(self.device),
                 "placements_per_second": p.evaluated / p.elapsed if p.elapsed > 0 else None,
                 "graphs": {name: {"updates": g.updates, "evaluated": g.evaluated, "best_step_time": g.best_step_time,
-                                  **g.warm_start} for name, g in p.graphs.items()}}
+                                  **g.warm_start} for name, g in p.graphs.items()},
+                **({"generator_reseeded_at": p.generator_reseeded_at} if p.generator_reseeded_at else {})}
 
     def _finish(self) -> dict[str, Any]:
         """Each graph's greedy placement is evaluated once (outside the budget) and recorded."""
@@ -230,7 +233,7 @@ class _Family:
         progress = {"updates": self.progress.updates, "evaluated": self.progress.evaluated,
                     "elapsed": self.progress.elapsed, "order": self.order,
                     "graphs": {name: asdict(g) for name, g in self.progress.graphs.items()},
-                    "targets": self.progress.targets}
+                    "targets": self.progress.targets, "generator_reseeded_at": self.progress.generator_reseeded_at}
         env = {k: v for k, v in self.env_options.items() if k not in ("graph", "cluster", "backend")}
         write_checkpoint(self.out_dir / CHECKPOINT, Checkpoint(
             agent=config.agent, policy=self.policies[0].state_dict(),
@@ -250,12 +253,13 @@ class _Family:
             self.policies[0].load_state_dict(saved.policy)
             for algorithm, state in zip(self.algorithms, saved.algorithm["graphs"], strict=True):
                 algorithm.load_state_dict(state)
-            set_generator_state(path, self.generator, saved.generator)
             torch.set_rng_state(saved.torch_rng)
             set_numpy_rng_state(saved.numpy_rng)
             p = saved.progress
             self.progress = FamilyProgress(p["updates"], p["evaluated"], p["elapsed"],
                                            {name: Progress(**g) for name, g in p["graphs"].items()},
-                                           p.get("targets"))
+                                           p.get("targets"), p.get("generator_reseeded_at", []))
+            if set_generator_state(path, self.generator, saved.generator, resume_seed(self.config, p["evaluated"])):
+                self.progress.generator_reseeded_at.append(p["evaluated"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise CheckpointError(f"{path}: does not fit this run ({type(exc).__name__})") from None

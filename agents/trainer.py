@@ -85,6 +85,8 @@ class Progress:
     imitated_step_time: float = math.inf  # of the placement self-imitation last cloned
     temperature: float | None = None      # the policy's sampling temperature, when the trainer steers it
     trust_scale: float = 1.0              # the trust region's correction of its rate, steered
+    generator_reseeded_at: list[int] = field(default_factory=list)  # placements evaluated, at each
+    #                                     resume on another kind of device (resume_across_devices)
 
     def record(self, actions: np.ndarray, step_time: float, valid: bool) -> None:
         self.evaluated += 1
@@ -383,7 +385,8 @@ def _summary(progress: Progress) -> dict[str, Any]:
     return {"updates": progress.updates, "evaluated": progress.evaluated, "seconds": progress.elapsed,
             "best_step_time": progress.best_step_time,
             "placements_per_second": progress.evaluated / progress.elapsed if progress.elapsed > 0 else None,
-            **progress.warm_start}
+            **progress.warm_start,
+            **({"generator_reseeded_at": progress.generator_reseeded_at} if progress.generator_reseeded_at else {})}
 
 
 def _finish(problem: PlacementEnv, policy, progress: Progress, out_dir: Path, config: TrainConfig,
@@ -454,12 +457,18 @@ def _restore(path: Path, saved: Checkpoint, policy, algorithm, generator: torch.
         progress = Progress(**saved.progress)
         policy.load_state_dict(saved.policy)
         algorithm.load_state_dict(saved.algorithm)
-        set_generator_state(path, generator, saved.generator)
+        if set_generator_state(path, generator, saved.generator, resume_seed(config, progress.evaluated)):
+            progress.generator_reseeded_at.append(progress.evaluated)
         torch.set_rng_state(saved.torch_rng)
         set_numpy_rng_state(saved.numpy_rng)
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
         raise CheckpointError(f"{path}: does not fit this run ({type(exc).__name__}: {first_line(exc)})") from None
     return progress
+
+
+def resume_seed(config: TrainConfig, evaluated: int) -> int | None:
+    """The seed of a run's sampling generator resumed on another kind of device, when allowed."""
+    return config.seed + evaluated if config.resume_across_devices else None
 
 
 def _problem_words(problem: dict[str, Any]) -> str:

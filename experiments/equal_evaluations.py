@@ -226,6 +226,7 @@ def run_seed(key: str, graph_overrides_: list[str], agent: str, start: str, seed
     search = search_at(graph, cluster, learned, "equal evaluations", seed=seed).search
     record.update({"evaluated": r["evaluated"], "seconds": r["seconds"], "overrides": overrides,
                    "torch_device": r.get("torch_device"),
+                   **({"generator_reseeded_at": r["generator_reseeded_at"]} if "generator_reseeded_at" in r else {}),
                    "first_step_time": r["step_times"][0] if r["valid"][0] else math.inf,
                    "warm_start_placer": r.get("warm_start_placer"), "warm_start_step_time": r.get("warm_start_step_time"),
                    "curve": change_points(curve)})

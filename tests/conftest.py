@@ -3,6 +3,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import settings, strategies as st
 
 from rlplace.graph import CONTROL, OpGraph
@@ -12,6 +13,13 @@ settings.register_profile("rlplace", deadline=None, max_examples=60)
 settings.load_profile("rlplace")
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def gpu_written(path) -> None:
+    """Make the run's checkpoint look written on a GPU: a 16-byte Philox generator state."""
+    state = torch.load(path, weights_only=True)
+    state["generator"] = torch.zeros(16, dtype=torch.uint8)
+    torch.save(state, path)
 
 
 def op(name, compute_time=1.0, out=(10,), persistent=0, temporary=0, **extra):

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import gpu_written
 
 from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.agents.configs import PPOConfig, TrainConfig, WarmStartConfig
@@ -107,6 +108,19 @@ def test_resume_continues_exactly(family, cluster, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(CheckpointError, match="another agent or family"):
         train_family(family[:1], cluster, SimBackend(), config(resume=True), tmp_path / "parts")
+
+
+def test_resume_across_devices_reseeds_the_generator(family, cluster, tmp_path):
+    """A family's run written on a GPU continues on the CPU with resume_across_devices=true only."""
+    train_family(family, cluster, SimBackend(), config(budget_placements=24, stop_after_updates=2, checkpoint_every=1),
+                 tmp_path, "sample")
+    gpu_written(tmp_path / CHECKPOINT)
+    with pytest.raises(CheckpointError, match="not a cpu generator"):
+        train_family(family, cluster, SimBackend(), config(budget_placements=24, resume=True), tmp_path, "sample")
+    resumed = train_family(family, cluster, SimBackend(),
+                           config(budget_placements=24, resume=True, resume_across_devices=True), tmp_path, "sample")
+    assert resumed["generator_reseeded_at"] == [8] and resumed["evaluated"] == 24
+    assert read_checkpoint(tmp_path / CHECKPOINT).progress["generator_reseeded_at"] == [8]
 
 
 def test_warm_start_seeds_each_graph(family, cluster, tmp_path):

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 import torch
+from conftest import gpu_written
 
 from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.agents.device import multinomial, resolve_device, uniform
@@ -94,11 +95,26 @@ def test_resuming_with_another_kind_of_generator_is_a_checkpoint_error(problem, 
     """A run written on a GPU saves a 16-byte Philox state; resumed on the CPU it is refused."""
     graph, cluster = problem
     train(graph, cluster, SimBackend(), config("hierarchical", "cpu", stop_after_updates=2), tmp_path)
-    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
-    state["generator"] = torch.zeros(16, dtype=torch.uint8)
-    torch.save(state, tmp_path / "checkpoint.pt")
+    gpu_written(tmp_path / "checkpoint.pt")
     with pytest.raises(CheckpointError, match="not a cpu generator: resume the run on the kind of device"):
         train(graph, cluster, SimBackend(), config("hierarchical", "cpu", resume=True), tmp_path)
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_resume_across_devices_reseeds_the_generator_and_says_where(problem, tmp_path, agent):
+    """resume_across_devices=true continues a run whose generator cannot move: the same weights
+    and progress, the generator seeded with seed + placements evaluated, recorded in results.json."""
+    graph, cluster = problem
+    samples = AGENTS[agent][1]
+    stopped = train(graph, cluster, SimBackend(), config(agent, "cpu", stop_after_updates=2), tmp_path)
+    gpu_written(tmp_path / "checkpoint.pt")
+    resumed = train(graph, cluster, SimBackend(), config(agent, "cpu", resume=True, resume_across_devices=True),
+                    tmp_path)
+    assert resumed["generator_reseeded_at"] == [stopped["evaluated"]] == [2 * samples]
+    progress = read_checkpoint(tmp_path / "checkpoint.pt").progress
+    assert progress["generator_reseeded_at"] == [2 * samples] and resumed["evaluated"] == 4 * samples
+    uninterrupted = train(graph, cluster, SimBackend(), config(agent, "cpu"), tmp_path / "whole")
+    assert "generator_reseeded_at" not in uninterrupted
 
 
 def test_draws_follow_the_generator_to_the_policy_device():

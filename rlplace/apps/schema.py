@@ -120,6 +120,9 @@ class TrainApp(Verify):
     ray: Ray = field(default_factory=Ray)
     checkpoint_every: int = allowed(_T.checkpoint_every, COUNT)  # updates
     resume: bool = allowed(_T.resume, FLAG)
+    # resume a run written on another kind of device (GPU <-> CPU): its sampling generator cannot
+    # move, so it is seeded with seed + placements evaluated (results.json: generator_reseeded_at)
+    resume_across_devices: bool = allowed(_T.resume_across_devices, FLAG)
     stop_after_updates: Optional[int] = allowed(_T.stop_after_updates, Allowed(int, low=1, null="never"))
     init_checkpoint: Optional[str] = _T.init_checkpoint  # fine-tuning: weights from another run's checkpoint.pt
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)

@@ -55,7 +55,8 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         algorithm=agent.algorithm.name, algorithm_options=OmegaConf.to_container(agent.algorithm.options, resolve=True),
         samples=agent.samples, env={**OmegaConf.to_container(cfg.env), "oom_penalty": agent.oom_penalty},
         budget_placements=cfg.budget.placements, budget_seconds=cfg.budget.seconds,
-        checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, stop_after_updates=cfg.stop_after_updates,
+        checkpoint_every=cfg.checkpoint_every, resume=cfg.resume,
+        resume_across_devices=cfg.resume_across_devices, stop_after_updates=cfg.stop_after_updates,
         init_checkpoint=cfg.init_checkpoint, warm_start=warm_start, seed=cfg.seed, torch_device=cfg.torch_device,
         progress=cfg.progress, plots=cfg.plots)
     log.info(f"{PROG}: {agent.name} on {graph.name} ({graph.num_ops} ops) and {cluster.name or 'cluster'} "
