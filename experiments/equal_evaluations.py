@@ -60,7 +60,7 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 import matplotlib
 
@@ -430,6 +430,30 @@ def plot(summary: dict[str, Any], plan: Plan, path: Path, seed: int = 0) -> None
     plt.close(fig)
 
 
+# ------------------------------------------------------------------------------ the command line
+def fail(prog: str, message: str) -> NoReturn:
+    """Bad input: one line naming it, exit status 2."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def chosen(prog: str, flag: str, names: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``options`` named in the comma-separated ``names`` (the value of ``flag``)."""
+    for name in names.split(","):
+        if name not in options:
+            fail(prog, f"{flag} {name!r}: not one of {', '.join(options)}")
+    return {name: options[name] for name in names.split(",")}
+
+
+def numbers(prog: str, flag: str, text: str) -> list[int]:
+    """The comma-separated non-negative integers of ``flag``."""
+    values = text.split(",")
+    for value in values:
+        if not value.isdigit():
+            fail(prog, f"{flag} {value!r}: not a non-negative integer (give e.g. 0,1,2)")
+    return [int(v) for v in values]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default=",".join(GRAPHS))
@@ -445,11 +469,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--merge", nargs="+", metavar="DIR", help="merge DIR/equal_evaluations.json of other "
                         "processes into --results, then rewrite the markdown and plot")
     args = parser.parse_args(argv)
-    plan = Plan(graphs={k: GRAPHS[k] for k in args.graphs.split(",")},
-                agents={k: AGENTS[k] for k in args.agents.split(",")},
-                starts={k: STARTS[k] for k in args.starts.split(",")},
-                seeds=[int(s) for s in args.seeds.split(",")], budgets=[int(b) for b in args.budgets.split(",")],
-                extra=args.extra)
+    prog = Path(__file__).stem
+    plan = Plan(graphs=chosen(prog, "--graphs", args.graphs, GRAPHS), agents=chosen(prog, "--agents", args.agents, AGENTS),
+                starts=chosen(prog, "--starts", args.starts, STARTS), seeds=numbers(prog, "--seeds", args.seeds),
+                budgets=numbers(prog, "--budgets", args.budgets), extra=args.extra)
     table = Plan(graphs=GRAPHS, agents=AGENTS, seeds=plan.seeds)  # the whole table, cells not run marked
     json_path = Path(args.results) / "equal_evaluations.json"
     if args.merge:
@@ -459,8 +482,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             try:
                 merge(summary, json.loads(other.read_text()), str(other))
             except (OSError, ValueError, KeyError) as exc:
-                print(f"equal_evaluations: error: cannot merge {other}: {exc}", file=sys.stderr)
-                sys.exit(2)
+                fail(prog, f"cannot merge {other}: {exc}")
         save(summary, json_path)
     report(plan, Path(args.results), Path(args.work), run=not (args.markdown or args.merge), table=table)
 

@@ -99,12 +99,21 @@ def main(argv=None) -> None:
     parser.add_argument("--results", default=str(E.ROOT / "experiments" / "results"))
     parser.add_argument("--work", default="outputs/equal_evaluations")
     args = parser.parse_args(argv)
+    prog = Path(__file__).stem
     results = Path(args.results)
-    recorded = json.loads((results / "equal_evaluations.json").read_text())
+    source = results / "equal_evaluations.json"
+    try:
+        recorded = json.loads(source.read_text())
+    except (OSError, ValueError) as exc:
+        E.fail(prog, f"{source}: cannot read it ({type(exc).__name__}): the warm starts and targets come from "
+               "experiments/equal_evaluations.py's results")
+    graphs = E.chosen(prog, "--graphs", args.graphs, recorded["graphs"])
+    searchers = E.chosen(prog, "--searchers", args.searchers, SEARCHERS)
+    seeds = E.numbers(prog, "--seeds", args.seeds)
     path = results / "search_headroom.json"
     summary = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
-    jobs = [(g, s, int(seed)) for g in args.graphs.split(",") for s in args.searchers.split(",")
-            for seed in args.seeds.split(",") if str(seed) not in summary["runs"].get(g, {}).get(s, {})]
+    jobs = [(g, s, seed) for g in graphs for s in searchers for seed in seeds
+            if str(seed) not in summary["runs"].get(g, {}).get(s, {})]
     for key, searcher, seed in tqdm(jobs, desc="search headroom", unit="run"):
         start = recorded["graphs"][key]["best_heuristic"]
         record = run(key, searcher, seed, args.evaluations, start, Path(args.work))

@@ -82,6 +82,18 @@ def test_merge_from_the_command_line_rewrites_the_table(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+@pytest.mark.parametrize("args, needle", [(["--graphs", "gnmt9"], "--graphs 'gnmt9': not one of gnmt_profile,"),
+                                         (["--agents", "mars,ppo"], "--agents 'ppo': not one of hp, mars,"),
+                                         (["--starts", "hot"], "--starts 'hot': not one of warm, cold"),
+                                         (["--budgets", "500,2k"], "--budgets '2k': not a non-negative integer")])
+def test_bad_choices_are_one_line_and_exit_2(tmp_path, capsys, args, needle):
+    with pytest.raises(SystemExit) as exit_:
+        E.main([*args, "--results", str(tmp_path), "--markdown"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("equal_evaluations: error: ")
+    assert needle in err and not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("bound, expected", [(0.0975, "not met (the target is under the lower bound)"),
                                              (0.05, "not met")])
 def test_a_warm_target_under_the_lower_bound_is_said_so(bound, expected):

@@ -39,3 +39,20 @@ def test_the_searches_never_get_worse_and_the_table_shows_the_target(tmp_path):
     md = (tmp_path / "search_headroom.md").read_text()
     assert f"| {0.97 * 0.6 * 1e3:.2f} | — |" in md  # 3% under the median search at 500; none at 2,000
     assert md.count("| layered |") == 2
+
+
+@pytest.mark.parametrize("args, needle", [
+    ([], "equal_evaluations.json: cannot read it (FileNotFoundError)"),
+    (["--graphs", "gnmt9"], "--graphs 'gnmt9': not one of layered"),
+    (["--graphs", "layered", "--searchers", "tabu"], "--searchers 'tabu': not one of local_search, annealing"),
+    (["--graphs", "layered", "--seeds", "0,one"], "--seeds 'one': not a non-negative integer")])
+def test_bad_input_is_one_line_and_exit_2_and_keeps_the_runs(tmp_path, capsys, args, needle):
+    if args:
+        (tmp_path / "equal_evaluations.json").write_text(json.dumps(recorded({"0": 0.5})))
+    (tmp_path / "search_headroom.json").write_text('{"runs": {"layered": {}}}')
+    with pytest.raises(SystemExit) as exit_:
+        H.main([*args, "--results", str(tmp_path), "--work", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("search_headroom: error: ")
+    assert needle in err
+    assert (tmp_path / "search_headroom.json").read_text() == '{"runs": {"layered": {}}}'
