@@ -393,6 +393,8 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
     rates = {}
     for key, seeds in summary["cells"].items():
         for r in seeds.values():
+            if r.get("generator_reseeded_at"):  # continued on another kind of device: no one device's rate
+                continue
             where = (r.get("torch_device") or "cpu").split(" ")[0]
             rates.setdefault(f"{key.split('/')[1]} on {where}", []).append(r["evaluated"] / r["seconds"])
     if rates:

@@ -111,3 +111,11 @@ def test_variants_are_listed_only_where_they_ran_and_the_issue_agents_always():
     listed = {(r["agent"], r["start"]): "learned" in r for r in rows}
     assert listed == {("hp", "warm"): False, ("hp", "cold"): False, ("mars", "warm"): False,
                       ("mars", "cold"): False, ("mars_sil", "warm"): True}
+
+
+def test_the_rates_leave_out_runs_continued_on_another_kind_of_device():
+    moved = {**seed_record({500: 0.098}, 500), "seconds": 1.0, "generator_reseeded_at": [300]}
+    cells = {"layered/mars/warm": {"0": seed_record({500: 0.098}, 500), "1": moved}}
+    plan = E.Plan(graphs={"layered": E.GRAPHS["layered"]}, agents={"mars": E.AGENTS["mars"]}, seeds=[0, 1])
+    rates = [line for line in E.markdown(summary(cells), plan).splitlines() if line.startswith("Training placements")]
+    assert rates == ["Training placements per second (median over the runs, 1 torch thread each): mars on cpu 10.00."]
