@@ -45,9 +45,11 @@ Runs can be spread over processes or machines (``--extra torch_device=cuda`` tra
 process runs a part (``--graphs``, ``--agents``, ``--starts``, ``--seeds``) into its own
 ``--results`` (and a ``--work`` holding the zoo graph files, which need TensorFlow to build), and
 
-    python experiments/equal_evaluations.py --results experiments/results --merge DIR1 DIR2 ...
+    python experiments/equal_evaluations.py --results experiments/results --merge DIR1 DIR2 ... [--replace]
 
-merges their cells into ``--results``' json and redraws the table (``merge``).
+merges their cells into ``--results``' json and redraws the table (``merge``): for a seed recorded
+in both, the run with more evaluated placements wins, or, with ``--replace``, the merged one (a
+re-run of a cell under new code, from scratch).
 """
 
 from __future__ import annotations
@@ -276,12 +278,14 @@ def run_plan(plan: Plan, json_path: Path, work: Path) -> dict[str, Any]:
 MEASURED = ("heuristics", "best_heuristic", "single_oom", "best_vs_single", "placement_matters")
 
 
-def merge(summary: dict[str, Any], other: dict[str, Any], source: str = "the other json") -> dict[str, Any]:
+def merge(summary: dict[str, Any], other: dict[str, Any], source: str = "the other json",
+          replace: bool = False) -> dict[str, Any]:
     """``other``'s graphs and cells added to ``summary`` (in place). A graph recorded in both must
     be the same graph (its ``overrides`` aside: they name local paths); its heuristics' step times
     (``MEASURED``) are ``other``'s, the merged run's, as the placers measured them then (each
     seed's record keeps its own warm start). A seed recorded in both keeps the record with more
-    evaluated placements, plus any budget only the other has."""
+    evaluated placements, plus any budget only the other has; with ``replace``, ``other``'s record
+    (a re-run, e.g. under new code) replaces the old one whole."""
     for key, graph in other["graphs"].items():
         mine = summary["graphs"].setdefault(key, graph)
         differ = sorted(k for k in set(mine) | set(graph)
@@ -293,7 +297,7 @@ def merge(summary: dict[str, Any], other: dict[str, Any], source: str = "the oth
         merged = summary["cells"].setdefault(cell, {})
         for seed, record in seeds.items():
             old = merged.get(seed)
-            if old is None:
+            if old is None or replace:
                 merged[seed] = record
                 continue
             longer, shorter = (record, old) if record["evaluated"] > old["evaluated"] else (old, record)
@@ -470,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="more rlplace-train overrides (torch_device=cuda: train on a GPU)")
     parser.add_argument("--merge", nargs="+", metavar="DIR", help="merge DIR/equal_evaluations.json of other "
                         "processes into --results, then rewrite the markdown and plot")
+    parser.add_argument("--replace", action="store_true", help="with --merge: a seed's merged record replaces the "
+                        "recorded one whole (a re-run), instead of the longer run winning")
     args = parser.parse_args(argv)
     prog = Path(__file__).stem
     plan = Plan(graphs=chosen(prog, "--graphs", args.graphs, GRAPHS), agents=chosen(prog, "--agents", args.agents, AGENTS),
@@ -482,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for directory in args.merge:
             other = Path(directory) / "equal_evaluations.json"
             try:
-                merge(summary, json.loads(other.read_text()), str(other))
+                merge(summary, json.loads(other.read_text()), str(other), replace=args.replace)
             except (OSError, ValueError, KeyError) as exc:
                 fail(prog, f"cannot merge {other}: {exc}")
         save(summary, json_path)

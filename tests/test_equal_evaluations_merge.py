@@ -45,6 +45,16 @@ def test_merge_adds_new_seeds_and_keeps_the_longer_run_and_every_budget():
     assert warm["2"]["evaluated"] == 500
 
 
+def test_merge_with_replace_takes_the_rerun_whole():
+    main = summary({"layered/mars/warm": {"0": seed_record({500: 0.097, 2000: 0.095}, 2000),
+                                          "1": seed_record({500: 0.098}, 500)}})
+    rerun = summary({"layered/mars/warm": {"0": seed_record({500: 0.099}, 500),
+                                           "1": seed_record({500: 0.096}, 500)}})
+    warm = E.merge(main, rerun, replace=True)["cells"]["layered/mars/warm"]
+    assert warm["0"]["evaluated"] == 500 and list(warm["0"]["budgets"]) == ["500"]  # no 2,000 of the old run
+    assert warm["0"]["budgets"]["500"]["learned"] == 0.099 and warm["1"]["budgets"]["500"]["learned"] == 0.096
+
+
 def test_merge_takes_the_merged_runs_heuristics_of_the_same_graph():
     """The placers' step times move with the code; the graph is the same, so the merged json's
     measurements replace the older ones (and its best heuristic with them)."""
