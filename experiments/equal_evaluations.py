@@ -30,7 +30,8 @@ GNMT profile; our GNMT-4 and BERT (TensorFlow zoo, analytical P100 costs) at siz
 placement matters, and a 2,000-op layered DAG. ``sizes`` in the json records, per graph, the
 best heuristic against ``single``.
 
-Every finished (graph, agent, start, seed, budget) is cached in the json: a rerun (other budgets,
+Every finished (graph, agent, start, seed, budget) is cached in the json, with the commit it ran
+from (``code``; a cell whose seeds ran from different commits says so in the table): a rerun (other budgets,
 agents, graphs) does only what is missing, a killed run continues from its last checkpoint, and
 ``--markdown`` only redraws the tables and curves.
 Cells not run are in the table as "not run (time)".
@@ -59,6 +60,7 @@ import hashlib
 import json
 import math
 import statistics
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +200,20 @@ def graph_record(key: str, overrides: list[str], zoo: dict[str, tuple[str, dict]
 
 
 # ------------------------------------------------------------------------------ one seed
+def code_version() -> str | None:
+    """The commit this script runs from (``+dirty`` when tracked files differ from it), or None
+    outside a git checkout; recorded with each budget's numbers, so the table can say when a
+    cell's seeds come from different code."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        head, changes = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if changes else "")
+
+
 def train_to(run_dir: Path, overrides: list[str], budget: int) -> dict[str, Any]:
     """The rlplace-train run in ``run_dir`` with at least ``budget`` placements evaluated:
     started, or a shorter or killed one continued from its checkpoint (``resume=true``)."""
@@ -236,7 +252,7 @@ def run_seed(key: str, graph_overrides_: list[str], agent: str, start: str, seed
         "learned": float(curve[budget - 1]), "learned_evaluations": budget,
         "search": math.inf if search.oom else search.step_time, "search_evaluations": search.evaluations,
         "search_start_step_time": math.inf if search.start_overflow_bytes > 0 else search.start_step_time,
-        "search_start": search.start, "search_curve": change_points(search.curve)}
+        "search_start": search.start, "search_curve": change_points(search.curve), "code": code_version()}
     return record
 
 
@@ -357,6 +373,9 @@ def cell_rows(summary: dict[str, Any], graphs: Sequence[str], agents: Sequence[s
                             row["verdict"] = "not met (the target is under the lower bound)"
                         if len(done) < len(seeds):
                             row["verdict"] = f"— ({len(done)} of {len(seeds)} seeds)"
+                        codes = {d["code"] for d in done if d.get("code")}
+                        if len(codes) > 1:
+                            row["verdict"] += f" (seeds from {len(codes)} commits: {', '.join(sorted(codes))})"
                     rows.append(row)
     return rows
 

@@ -2,6 +2,7 @@
 another machine) merged into one json and table."""
 
 import json
+import re
 import sys
 
 import pytest
@@ -129,3 +130,19 @@ def test_the_rates_leave_out_runs_continued_on_another_kind_of_device():
     plan = E.Plan(graphs={"layered": E.GRAPHS["layered"]}, agents={"mars": E.AGENTS["mars"]}, seeds=[0, 1])
     rates = [line for line in E.markdown(summary(cells), plan).splitlines() if line.startswith("Training placements")]
     assert rates == ["Training placements per second (median over the runs, 1 torch thread each): mars on cpu 10.00."]
+
+
+def test_a_cell_whose_seeds_ran_from_different_commits_says_so():
+    records = {str(s): seed_record({500: 0.098}, 500) for s in range(3)}
+    for seed, code in (("0", "abc1234"), ("1", "abc1234"), ("2", "def5678+dirty")):
+        records[seed]["budgets"]["500"]["code"] = code
+    rows = E.cell_rows(summary({"layered/mars/warm": records}), ["layered"], ["mars"], ["warm"], [500], [0, 1, 2])
+    assert rows[0]["verdict"] == "not met (seeds from 2 commits: abc1234, def5678+dirty)"
+    records["2"]["budgets"]["500"]["code"] = "abc1234"
+    rows = E.cell_rows(summary({"layered/mars/warm": records}), ["layered"], ["mars"], ["warm"], [500], [0, 1, 2])
+    assert rows[0]["verdict"] == "not met"
+
+
+def test_the_code_version_is_this_checkout_s_commit():
+    version = E.code_version()
+    assert version is None or re.fullmatch(r"[0-9a-f]{7,}(\+dirty)?", version)
