@@ -149,6 +149,7 @@ class Plan:
     budgets: Sequence[int] = BUDGETS
     extra: Sequence[str] = ("torch_threads=1",)   # more rlplace-train overrides for every run
     zoo: dict[str, tuple[str, dict]] = field(default_factory=lambda: dict(ZOO))
+    code: str | None = field(default_factory=lambda: code_version())  # the commit this process loaded
 
 
 # ------------------------------------------------------------------------------ graphs
@@ -252,7 +253,7 @@ def run_seed(key: str, graph_overrides_: list[str], agent: str, start: str, seed
         "learned": float(curve[budget - 1]), "learned_evaluations": budget,
         "search": math.inf if search.oom else search.step_time, "search_evaluations": search.evaluations,
         "search_start_step_time": math.inf if search.start_overflow_bytes > 0 else search.start_step_time,
-        "search_start": search.start, "search_curve": change_points(search.curve), "code": code_version()}
+        "search_start": search.start, "search_curve": change_points(search.curve), "code": plan.code}
     return record
 
 

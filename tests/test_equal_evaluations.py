@@ -66,6 +66,7 @@ def test_learned_and_search_start_alike_and_evaluate_as_many(recorded):
                 assert cell["learned"] == pytest.approx(min(fits, default=math.inf))
                 assert cell["search"] <= cell["search_start_step_time"]
                 assert cell["search_curve"][-1] == [budget, pytest.approx(cell["search"])]
+                assert cell["code"] == E.code_version()  # the commit the run loaded (the tree is unchanged since)
 
 
 @pytest.mark.slow
