@@ -33,7 +33,6 @@ Training runs live in ``--work`` (default ~/.cache/rlplace/amortisation).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -45,6 +44,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.agents.configs import TrainConfig, WarmStartConfig
 from rlplace.agents.family import train_family
@@ -332,7 +332,7 @@ def render(record: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", type=Path, default=RESULTS)
     parser.add_argument("--smoke", action="store_true", help="tiny graphs and budgets (seconds)")
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "rlplace" / "amortisation")
@@ -366,4 +366,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -20,7 +20,6 @@ GPU ``bench_agents_cuda.{json,md}``, naming the GPU and the torch and CUDA versi
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import statistics
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.agents.algos import make_algorithm
 from rlplace.agents.base import Batch
 from rlplace.agents.configs import DGIConfig
@@ -128,7 +128,7 @@ def machine(device: torch.device, threads: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default="outputs/bench_agents")
     parser.add_argument("--results", help="the output directory (instead of out_dir)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -179,4 +179,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -15,7 +15,6 @@ discusses the figures. Extracted graphs are cached in /tmp/rlplace-costs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
 from rlplace.costs import device_spec, op_costs, roofline_time, with_analytical_costs  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.zoo import TF_MODELS, build_tf_model  # noqa: E402
@@ -137,7 +137,7 @@ def figure8(ps=(0.0, 0.2, 0.4, 0.6, 0.8), seeds=range(5)) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = ArgumentParser()
     parser.add_argument("--models", nargs="*", default=list(TF_MODELS))
     parser.add_argument("--skip-paper", action="store_true")
     parser.add_argument("--skip-profile", action="store_true")
@@ -173,4 +173,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

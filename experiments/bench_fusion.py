@@ -21,7 +21,6 @@ Writes experiments/results/bench_fusion.md and bench_fusion.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.cluster import Cluster, CommModel
 from rlplace.presets import load_preset
 
@@ -237,7 +237,7 @@ def markdown(out: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two small models only (smoke run)")
     parser.add_argument("--models", nargs="+", choices=[*MODELS, "gnmt_profile"], help="these models only")
     args = parser.parse_args()
@@ -254,4 +254,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

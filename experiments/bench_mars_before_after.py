@@ -3,7 +3,7 @@
 graph (baechi_2080) at the paper's sizes, alternating the Mars policy module of an older commit
 (loaded with ``git show``; sampling with autograd, as the trainer then did) and today's.
 
-    PYTHONPATH=. python experiments/bench_mars_before_after.py [out_dir] [--before COMMIT] [--threads N] [--rounds R]
+    python experiments/bench_mars_before_after.py [out_dir] [--before COMMIT] [--threads N] [--rounds R]
 
 Writes ``bench_mars_before_after.{json,md}`` to out_dir: training placements per second of each
 run, and the median ratio after / before.
@@ -11,7 +11,6 @@ run, and the median ratio after / before.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import statistics
@@ -21,13 +20,16 @@ from pathlib import Path
 import torch
 
 import rlplace.agents.policies.mars as mars_today
-from rlplace.agents.algos.ppo import PPO
-from rlplace.agents.trainer import TrainConfig, train
-from rlplace.backends import SimBackend
-from rlplace.cluster import load_preset
-from rlplace.zoo import layered
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.before import load_module_at
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.agents.algos.ppo import PPO  # noqa: E402
+from rlplace.agents.trainer import TrainConfig, train  # noqa: E402
+from rlplace.backends import SimBackend  # noqa: E402
+from rlplace.cluster import load_preset  # noqa: E402
+from rlplace.zoo import layered  # noqa: E402
+
+from experiments.before import load_module_at  # noqa: E402
 
 BEFORE = "fa7e62f"  # main before the fused teacher-forced decoder
 
@@ -56,7 +58,7 @@ def rate(module, graph, cluster, placements: int, out_dir: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default="outputs/bench_mars_before_after")
     parser.add_argument("--before", default=BEFORE)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -88,4 +90,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

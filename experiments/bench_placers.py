@@ -9,7 +9,6 @@ experiments/results/bench_placers.md, bench_placers.json and placement_time.png.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
 from rlplace.cluster import Cluster, load_preset  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.placers import available_placers, make_placer  # noqa: E402
@@ -70,7 +70,7 @@ def smallest_memory_fraction(name: str, graph: OpGraph, cluster: Cluster, option
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000, 36000])
     parser.add_argument("--quick", action="store_true", help="sizes 1000 and 5000 only")
     args = parser.parse_args()
@@ -152,4 +152,4 @@ def plot_timing(timing: list[dict], path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

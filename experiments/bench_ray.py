@@ -14,7 +14,6 @@ processes share its 2 cores) is recorded with every measurement.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import ray
 
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.distributed import RayBackend
@@ -134,7 +134,7 @@ def markdown(meta: dict, fast: list[dict], slow: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--delay", type=float, default=1.0)
@@ -156,4 +156,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -16,7 +16,6 @@ experiments/results/bench_sct_lp.md and bench_sct_lp.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -31,6 +30,7 @@ from scipy.optimize import linprog
 from tqdm import tqdm
 
 import rlplace.placers.baechi as baechi
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.cluster import load_preset
 from rlplace.placers import make_placer
 from rlplace.placers import sct_lp
@@ -141,7 +141,7 @@ def pairs_of(fav: np.ndarray) -> set[tuple[int, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000, 36000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="sizes 1000 and 2000, one repeat")
@@ -232,4 +232,4 @@ def report(meta: dict, timing: list[dict], quality: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

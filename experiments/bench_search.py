@@ -3,8 +3,8 @@ at 100 / 500 / 2,000 evaluations, from ``single`` and from the best heuristic, 3
 the seconds taken; and the choice of their defaults (candidates per round, temperature) at
 equal evaluations.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. .venv/bin/python experiments/bench_search.py           # ~10 min
-    OMP_NUM_THREADS=1 PYTHONPATH=. .venv/bin/python experiments/bench_search.py --quick   # smoke run
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/bench_search.py           # ~10 min
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/bench_search.py --quick   # smoke run
 
 Graphs: the Baechi authors' GNMT profile on ``mars_p100`` (issue 16's setting), and the layered
 DAG of 2,000 ops of experiments/placer_quality.py with ample and with binding memory. Each
@@ -15,21 +15,24 @@ once per graph. Writes experiments/results/bench_search.{json,md} (``--quick``: 
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from rlplace.cluster import load_preset
-from rlplace.placers import make_placer
-from rlplace.placers.search import HEURISTICS, best_of
-from rlplace.sim import lower_bound
-from rlplace.zoo import load_baechi_profile
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.placer_quality import layered_setting
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.cluster import load_preset  # noqa: E402
+from rlplace.placers import make_placer  # noqa: E402
+from rlplace.placers.search import HEURISTICS, best_of  # noqa: E402
+from rlplace.sim import lower_bound  # noqa: E402
+from rlplace.zoo import load_baechi_profile  # noqa: E402
+
+from experiments.placer_quality import layered_setting  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 # Issue 16: a plain first-improvement hill-climb on the GNMT profile, mars_p100, 3 seeds.
@@ -60,7 +63,7 @@ def cell(values, oom=()) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="GNMT only, budgets 20/50, 1 seed, no tuning")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -136,4 +139,4 @@ def markdown(results: dict) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

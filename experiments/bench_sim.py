@@ -4,7 +4,7 @@
 simulator against an older one (default 124cfbc, before the shared execution model), loaded with
 ``git show`` and alternated with today's in this process.
 
-    PYTHONPATH=. .venv/bin/python experiments/bench_sim.py [--rounds 7] [--before 124cfbc]
+    .venv/bin/python experiments/bench_sim.py [--rounds 7] [--before 124cfbc]
 
 Times are CPU time of this thread (``time.thread_time``): the machine is shared, so wall time
 measures the other jobs too. Each round takes the minimum over a few calls of each simulator in
@@ -15,20 +15,23 @@ numba kernel (or loads it from the cache); that is excluded and reported separat
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import tempfile
 import time
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from rlplace.cluster import Cluster, CommModel
-from rlplace.sim import simulate, simulate_many
-from rlplace.zoo import default_profile_path, layered, load_baechi_profile
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.before import load_module_at
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.cluster import Cluster, CommModel  # noqa: E402
+from rlplace.sim import simulate, simulate_many  # noqa: E402
+from rlplace.zoo import default_profile_path, layered, load_baechi_profile  # noqa: E402
+
+from experiments.before import load_module_at  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "bench_sim.md"
 BEFORE = "124cfbc"  # the simulator before the shared execution model (rlplace/schedule/)
@@ -71,7 +74,7 @@ def bench(graph, mode: str, rounds: int, before) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--before", default=BEFORE)
     args = parser.parse_args()
@@ -112,4 +115,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -2,8 +2,8 @@
 paper's plan (CPD-TOPO order, insertion into idle slots, memory summed in placement order), and
 what each step contributes, on the placer_quality graphs.
 
-    PYTHONPATH=. .venv/bin/python experiments/celeritas_in_time.py           # full (~5 min)
-    PYTHONPATH=. .venv/bin/python experiments/celeritas_in_time.py --quick   # layered 200/1,000 ops, GNMT
+    .venv/bin/python experiments/celeritas_in_time.py           # full (~5 min)
+    .venv/bin/python experiments/celeritas_in_time.py --quick   # layered 200/1,000 ops, GNMT
 
 Three tables, every step time from the simulator (``rlplace.sim.simulate``), as a ratio to the
 lower bound (``*``: the placement runs out of memory):
@@ -22,17 +22,20 @@ Writes experiments/results/celeritas_in_time{,_quick}.{json,md}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from experiments.placer_quality import ZOO, gnmt_setting, layered_setting, zoo_setting
-from rlplace.placers import make_placer
-from rlplace.sim import lower_bound, simulate
-from rlplace.zoo import default_profile_path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.placer_quality import ZOO, gnmt_setting, layered_setting, zoo_setting  # noqa: E402
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.placers import make_placer  # noqa: E402
+from rlplace.sim import lower_bound, simulate  # noqa: E402
+from rlplace.zoo import default_profile_path  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 ETF_OFF = {"coplacement": False, "fusion": False}
@@ -73,7 +76,7 @@ def cell(x: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="layered 200 and 1,000 ops, the GNMT profile")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -149,4 +152,4 @@ def markdown(results: dict) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -34,7 +34,6 @@ Writes experiments/results/coplacement.{json,md} (``--quick``: coplacement_quick
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import time
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from placer_quality import ZOO, gnmt_setting, hill_climb, layered_setting, zoo_setting
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.apps.tables.common import json_default
 from rlplace.cluster import Cluster
 from rlplace.coarsen import GraphOptimizer
@@ -280,7 +280,7 @@ def markdown(res: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="layered 200 ops, 2 seeds, no zoo")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -313,4 +313,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

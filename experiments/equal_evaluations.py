@@ -55,7 +55,6 @@ re-run of a cell under new code, from scratch).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -64,7 +63,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -77,6 +76,7 @@ from tqdm import tqdm  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.learned_targets import HP, MARS, WARM, best_so_far  # noqa: E402
+from rlplace.apps.common import ArgumentParser, fail, run_script  # noqa: E402
 from rlplace.agents.checkpoint import read_checkpoint  # noqa: E402
 from rlplace.apps.beside import LearnedRun, change_points, search_at  # noqa: E402
 from rlplace.apps.train import train_from_config  # noqa: E402
@@ -457,12 +457,6 @@ def plot(summary: dict[str, Any], plan: Plan, path: Path, seed: int = 0) -> None
 
 
 # ------------------------------------------------------------------------------ the command line
-def fail(prog: str, message: str) -> NoReturn:
-    """Bad input: one line naming it, exit status 2."""
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
 def chosen(prog: str, flag: str, names: str, options: dict[str, Any]) -> dict[str, Any]:
     """The entries of ``options`` named in the comma-separated ``names`` (the value of ``flag``)."""
     for name in names.split(","):
@@ -481,7 +475,7 @@ def numbers(prog: str, flag: str, text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default=",".join(GRAPHS))
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--starts", default=",".join(STARTS))
@@ -527,4 +521,4 @@ def report(plan: Plan, results: Path, work: Path, run: bool = True, table: Plan 
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -9,7 +9,6 @@ moved. Writes experiments/results/etf_gap.{md,json} (~3 min).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.placer_quality import layered_setting  # noqa: E402
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.placers.search import LocalSearch  # noqa: E402
 from rlplace.sim import lower_bound, simulate  # noqa: E402
@@ -67,7 +67,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000, 2000, 10000])
     args = parser.parse_args()
     rows = measure(args.sizes)
@@ -77,4 +77,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

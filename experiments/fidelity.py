@@ -18,7 +18,6 @@ Writes experiments/results/fidelity.{json,md,png}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from rlplace.apps.common import ArgumentParser, run_script
 
 RESULTS = Path(__file__).parent / "results"
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -169,7 +169,7 @@ def report(results: list[dict], fit, elapsed: float, load: tuple) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["gnmt", "inception_v3"])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of measurement (median)")
     parser.add_argument("--no-keras", action="store_true", help="skip the Keras MobileNetV2 run")
@@ -222,4 +222,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

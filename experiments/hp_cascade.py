@@ -13,7 +13,6 @@ Writes ``results/hp_cascade.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.equal_evaluations import compose_train  # noqa: E402
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
 from rlplace.agents.checkpoint import read_checkpoint  # noqa: E402
 from rlplace.agents.policies import make_policy  # noqa: E402
 from rlplace.backends import SimBackend  # noqa: E402
@@ -36,7 +36,7 @@ SAMPLES = 8
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, help="an hp_sil run directory of equal_evaluations.py")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -74,4 +74,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -27,7 +27,6 @@ Writes ``learned_targets.json``, ``learned_targets.md`` and ``learned_targets.pn
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -38,6 +37,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from hydra import compose, initialize_config_module
 
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.apps.beside import MAX_SECONDS, LearnedRun, search_beside
 from rlplace.apps.train import train_from_config
@@ -102,7 +102,7 @@ def best_of(step_times: list[float], valid: list[bool], first: int | None = None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?")
     parser.add_argument("--setting", choices=("baechi_gnmt", "gnmt4_p100"), default="baechi_gnmt")
     parser.add_argument("--runs", default=",".join(RUNS))
@@ -254,4 +254,4 @@ def save_curve_plot(fig, ax, title: str, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

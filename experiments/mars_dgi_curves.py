@@ -12,7 +12,6 @@ Writes ``mars_dgi_curves.json``, ``mars_dgi_curves.md`` and ``mars_dgi_curves.pn
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 from hydra import compose, initialize_config_module
 
 from learned_targets import MARS, best_so_far, run, save_curve_plot
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.apps.beside import LearnedRun, search_at
 from rlplace.presets import instantiate_node
 
@@ -37,7 +37,7 @@ def evaluations_to_reach(curve: np.ndarray, level: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default="outputs/mars_dgi_curves")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", type=int, default=600)
@@ -127,4 +127,4 @@ def plot(curves: dict[str, list[np.ndarray]], levels: dict[str, float], path: Pa
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -20,7 +20,6 @@ budget and seed; the other graphs are kept.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import json
 import time
@@ -32,6 +31,7 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.cluster import Cluster, CommModel, load_preset
 from rlplace.coarsen import CoarseGraph
 from rlplace.graph import OpGraph
@@ -359,7 +359,7 @@ def markdown(results: dict) -> str:
 
 # ------------------------------------------------------------------------------ main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: layered 200/1,000 ops, GNMT profile on baechi_2080, two tiny "
                              "zoo graphs, 200 simulations per hill-climb")
@@ -423,4 +423,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -18,7 +18,6 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -27,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.report import format_table
 
@@ -97,7 +97,7 @@ def render(text: str, results: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the results")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--results", type=Path, default=ROOT / "experiments" / "results")
@@ -115,4 +115,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

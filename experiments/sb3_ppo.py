@@ -32,7 +32,6 @@ experiments/results).
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -45,6 +44,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from rlplace.apps.common import ArgumentParser, run_script
 from rlplace.cluster import load_preset
 from rlplace.envs import PlacementEnv, RelativeReward
 from rlplace.envs.partial import DEVICE_VALUES
@@ -275,7 +275,7 @@ def markdown(results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--ops", type=int, nargs="+", default=[200, 1000], help="sizes of the layered graphs")
     parser.add_argument("--steps", type=int, nargs="+", default=[12_000, 4_000],
@@ -304,4 +304,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

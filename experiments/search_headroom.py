@@ -19,7 +19,6 @@ Results: ``results/search_headroom.{md,json}``; finished (graph, searcher, seed)
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import statistics
@@ -31,6 +30,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments import equal_evaluations as E  # noqa: E402
+from rlplace.apps.common import ArgumentParser, fail, run_script  # noqa: E402
 from rlplace.placers.search import Annealing, LocalSearch  # noqa: E402
 from rlplace.presets import instantiate_node  # noqa: E402
 
@@ -91,7 +91,7 @@ def markdown(summary: dict, recorded: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default=",".join(E.GRAPHS))
     parser.add_argument("--searchers", default=",".join(SEARCHERS))
     parser.add_argument("--seeds", default="0,1,2")
@@ -105,7 +105,7 @@ def main(argv=None) -> None:
     try:
         recorded = json.loads(source.read_text())
     except (OSError, ValueError) as exc:
-        E.fail(prog, f"{source}: cannot read it ({type(exc).__name__}): the warm starts and targets come from "
+        fail(prog, f"{source}: cannot read it ({type(exc).__name__}): the warm starts and targets come from "
                "experiments/equal_evaluations.py's results")
     graphs = E.chosen(prog, "--graphs", args.graphs, recorded["graphs"])
     searchers = E.chosen(prog, "--searchers", args.searchers, SEARCHERS)
@@ -123,4 +123,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -10,13 +10,13 @@ records from rlplace-compare, or rlplace-train's summary). Writes ``summary.md``
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 import yaml
+from rlplace.apps.common import ArgumentParser, run_script
 
 IGNORED = ("seed", "hydra.", "plots", "progress")
 
@@ -78,7 +78,7 @@ def markdown(summary: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("multirun_dir", type=Path)
     args = parser.parse_args(argv)
     if not args.multirun_dir.is_dir():
@@ -93,4 +93,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

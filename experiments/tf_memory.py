@@ -33,7 +33,6 @@ Writes experiments/results/tf_memory.{json,md}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -43,6 +42,7 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # CPU allocator stati
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+from rlplace.apps.common import ArgumentParser, run_script
 
 RESULTS = Path(__file__).parent / "results"
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -206,7 +206,7 @@ def report(results: list[dict], elapsed: float, load: tuple) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=2)
@@ -226,4 +226,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

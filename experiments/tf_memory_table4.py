@@ -12,12 +12,12 @@ experiments/results/tf_memory_table4.{json,md}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from rlplace.apps.common import ArgumentParser, run_script
 
 RESULTS = Path(__file__).parent / "results"
 MODELS = ("default", "tf_reuse")
@@ -57,7 +57,7 @@ def report(tables: dict, rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, default=Path("/tmp/tf_memory_table4"))
     parser.add_argument("--reuse", action="store_true", help="read the runs already in --runs")
     parser.add_argument("--output", type=Path, default=RESULTS)
@@ -77,4 +77,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)
