@@ -24,7 +24,7 @@ test-quick: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(STAMP)
-	PYTHONPATH=. $(BIN)/python experiments/bench_sim.py
+	$(BIN)/python experiments/bench_sim.py
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache .hypothesis
