@@ -475,7 +475,8 @@ def numbers(prog: str, flag: str, text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    prog = Path(__file__).name
+    parser = ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default=",".join(GRAPHS))
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--starts", default=",".join(STARTS))
@@ -491,7 +492,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--replace", action="store_true", help="with --merge: a seed's merged record replaces the "
                         "recorded one whole (a re-run), instead of the longer run winning")
     args = parser.parse_args(argv)
-    prog = Path(__file__).stem
     plan = Plan(graphs=chosen(prog, "--graphs", args.graphs, GRAPHS), agents=chosen(prog, "--agents", args.agents, AGENTS),
                 starts=chosen(prog, "--starts", args.starts, STARTS), seeds=numbers(prog, "--seeds", args.seeds),
                 budgets=numbers(prog, "--budgets", args.budgets), extra=args.extra)

@@ -91,7 +91,8 @@ def markdown(summary: dict, recorded: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    prog = Path(__file__).name
+    parser = ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default=",".join(E.GRAPHS))
     parser.add_argument("--searchers", default=",".join(SEARCHERS))
     parser.add_argument("--seeds", default="0,1,2")
@@ -99,7 +100,6 @@ def main(argv=None) -> None:
     parser.add_argument("--results", default=str(E.ROOT / "experiments" / "results"))
     parser.add_argument("--work", default="outputs/equal_evaluations")
     args = parser.parse_args(argv)
-    prog = Path(__file__).stem
     results = Path(args.results)
     source = results / "equal_evaluations.json"
     try:

@@ -101,7 +101,7 @@ def test_bad_choices_are_one_line_and_exit_2(tmp_path, capsys, args, needle):
     with pytest.raises(SystemExit) as exit_:
         E.main([*args, "--results", str(tmp_path), "--markdown"])
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("equal_evaluations: error: ")
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("equal_evaluations.py: error: ")
     assert needle in err and not list(tmp_path.iterdir())
 
 

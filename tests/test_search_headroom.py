@@ -53,6 +53,6 @@ def test_bad_input_is_one_line_and_exit_2_and_keeps_the_runs(tmp_path, capsys, a
     with pytest.raises(SystemExit) as exit_:
         H.main([*args, "--results", str(tmp_path), "--work", str(tmp_path)])
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("search_headroom: error: ")
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("search_headroom.py: error: ")
     assert needle in err
     assert (tmp_path / "search_headroom.json").read_text() == '{"runs": {"layered": {}}}'
