@@ -27,6 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+
 from rlplace.apps.common import ArgumentParser, run_script
 
 RESULTS = Path(__file__).parent / "results"

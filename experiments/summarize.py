@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+
 from rlplace.apps.common import ArgumentParser, run_script
 
 IGNORED = ("seed", "hydra.", "plots", "progress")

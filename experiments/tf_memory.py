@@ -42,7 +42,8 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # CPU allocator stati
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-from rlplace.apps.common import ArgumentParser, run_script
+
+from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 CONF = Path(__file__).resolve().parents[1] / "conf"

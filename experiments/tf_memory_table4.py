@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 from rlplace.apps.common import ArgumentParser, run_script
 
 RESULTS = Path(__file__).parent / "results"
