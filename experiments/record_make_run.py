@@ -21,11 +21,17 @@ from rlplace.presets import instantiate_node
 RESULTS = Path(__file__).resolve().parent / "results" / "make_run.json"
 
 
-def record(overrides: list[str], out: Path = RESULTS) -> dict:
+def record(overrides: list[str], out: Path = RESULTS) -> dict | None:
+    """The recorded run, or None when rlplace-compare ran none (``--help``). Bad overrides: its
+    one-line error and exit status, nothing written."""
     with tempfile.TemporaryDirectory() as scratch:
         run = Path(scratch) / "run"
-        subprocess.run([str(Path(sys.executable).with_name("rlplace-compare")), *overrides, "plots=false",
-                        f"hydra.run.dir={run}"], check=True)
+        done = subprocess.run([str(Path(sys.executable).with_name("rlplace-compare")), *overrides, "plots=false",
+                               f"hydra.run.dir={run}"])
+        if done.returncode:
+            sys.exit(done.returncode)
+        if not (run / "results.json").is_file():
+            return None
         config = OmegaConf.load(run / ".hydra" / "config.yaml")
         recorded = {"command": " ".join(["rlplace-compare", *overrides]),
                     "cluster": asdict(instantiate_node(config, "cluster")),
@@ -35,5 +41,5 @@ def record(overrides: list[str], out: Path = RESULTS) -> dict:
 
 
 if __name__ == "__main__":
-    record(sys.argv[1:])
-    print(f"wrote {RESULTS}")
+    if record(sys.argv[1:]) is not None:
+        print(f"wrote {RESULTS}")

@@ -73,3 +73,20 @@ def test_run_script_leaves_other_errors_as_tracebacks():
 
     with pytest.raises(KeyError):
         run_script(main)
+
+
+def test_record_make_run_passes_on_a_bad_override_and_writes_nothing(tmp_path, capfd):
+    """``record_make_run.py`` hands its arguments to rlplace-compare: a bad one is rlplace-compare's
+    one line and exit status 2 (before: a CalledProcessError traceback), and nothing is written."""
+    sys.path.insert(0, str(EXPERIMENTS))
+    try:
+        from record_make_run import record
+    finally:
+        sys.path.remove(str(EXPERIMENTS))
+    out = tmp_path / "make_run.json"
+    with pytest.raises(SystemExit) as exit_:
+        record(["placers=[no_such_placer]"], out=out)
+    assert exit_.value.code == 2 and not out.exists()
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_placer" in err[0], err
+    assert record(["--help"], out=out) is None and not out.exists()
