@@ -4,6 +4,7 @@ exit status 2 (``rlplace.apps.common.ArgumentParser``, ``run_script``), and each
 
 from __future__ import annotations
 
+import os
 import runpy
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def test_an_unknown_argument_is_one_line_and_exit_status_2(name, monkeypatch, ca
 @pytest.mark.parametrize("name", ["bench_sim.py", "celeritas_in_time.py"])
 def test_scripts_importing_experiments_run_without_pythonpath(name, tmp_path):
     """They import ``experiments.*`` (before: ModuleNotFoundError unless PYTHONPATH=.)."""
-    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, str(EXPERIMENTS / name), "--help"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -75,14 +76,11 @@ def test_run_script_leaves_other_errors_as_tracebacks():
         run_script(main)
 
 
-def test_record_make_run_passes_on_a_bad_override_and_writes_nothing(tmp_path, capfd):
+def test_record_make_run_passes_on_a_bad_override_and_writes_nothing(tmp_path, capfd, monkeypatch):
     """``record_make_run.py`` hands its arguments to rlplace-compare: a bad one is rlplace-compare's
     one line and exit status 2 (before: a CalledProcessError traceback), and nothing is written."""
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        from record_make_run import record
-    finally:
-        sys.path.remove(str(EXPERIMENTS))
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    from record_make_run import record
     out = tmp_path / "make_run.json"
     with pytest.raises(SystemExit) as exit_:
         record(["placers=[no_such_placer]"], out=out)

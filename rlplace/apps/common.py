@@ -90,8 +90,7 @@ def run_app(hydra_main: Callable[[], None], prog: str) -> None:
     except (HydraException, OmegaConfBaseException) as exc:
         if _task_started or user_wants_full_error:
             raise
-        print(f"{prog}: error: {composition_error(exc)}", file=sys.stderr)
-        sys.exit(2)
+        fail(prog, composition_error(exc))
     finally:
         if not user_wants_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
