@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.agents.configs import TrainConfig, WarmStartConfig
 from rlplace.agents.family import train_family

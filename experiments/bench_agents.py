@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.agents.algos import make_algorithm
 from rlplace.agents.base import Batch
 from rlplace.agents.configs import DGIConfig

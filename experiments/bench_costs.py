@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 from rlplace.costs import device_spec, op_costs, roofline_time, with_analytical_costs  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.zoo import TF_MODELS, build_tf_model  # noqa: E402

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.cluster import Cluster, CommModel
 from rlplace.presets import load_preset
 

@@ -22,7 +22,7 @@ import torch
 import rlplace.agents.policies.mars as mars_today
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 from rlplace.agents.algos.ppo import PPO  # noqa: E402
 from rlplace.agents.trainer import TrainConfig, train  # noqa: E402
 from rlplace.backends import SimBackend  # noqa: E402

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 from rlplace.cluster import Cluster, load_preset  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.placers import available_placers, make_placer  # noqa: E402

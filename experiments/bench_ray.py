@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import ray
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.distributed import RayBackend

@@ -30,7 +30,7 @@ from scipy.optimize import linprog
 from tqdm import tqdm
 
 import rlplace.placers.baechi as baechi
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.cluster import load_preset
 from rlplace.placers import make_placer
 from rlplace.placers import sct_lp

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 from rlplace.cluster import load_preset  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.placers.search import HEURISTICS, best_of  # noqa: E402

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 from rlplace.cluster import Cluster, CommModel  # noqa: E402
 from rlplace.sim import simulate, simulate_many  # noqa: E402
 from rlplace.zoo import default_profile_path, layered, load_baechi_profile  # noqa: E402

@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.placer_quality import ZOO, gnmt_setting, layered_setting, zoo_setting  # noqa: E402
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.sim import lower_bound, simulate  # noqa: E402
 from rlplace.zoo import default_profile_path  # noqa: E402

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from placer_quality import ZOO, gnmt_setting, hill_climb, layered_setting, zoo_setting
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.apps.tables.common import json_default
 from rlplace.cluster import Cluster
 from rlplace.coarsen import GraphOptimizer

@@ -76,7 +76,7 @@ from tqdm import tqdm  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.learned_targets import HP, MARS, WARM, best_so_far  # noqa: E402
-from rlplace.apps.common import ArgumentParser, fail, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, fail, run_script  # noqa: E402
 from rlplace.agents.checkpoint import read_checkpoint  # noqa: E402
 from rlplace.apps.beside import LearnedRun, change_points, search_at  # noqa: E402
 from rlplace.apps.train import train_from_config  # noqa: E402

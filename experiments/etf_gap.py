@@ -18,7 +18,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.placer_quality import layered_setting  # noqa: E402
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.placers.search import LocalSearch  # noqa: E402
 from rlplace.sim import lower_bound, simulate  # noqa: E402

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 
 RESULTS = Path(__file__).parent / "results"
 CONF = Path(__file__).resolve().parents[1] / "conf"

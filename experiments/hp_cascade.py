@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.equal_evaluations import compose_train  # noqa: E402
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 from rlplace.agents.checkpoint import read_checkpoint  # noqa: E402
 from rlplace.agents.policies import make_policy  # noqa: E402
 from rlplace.backends import SimBackend  # noqa: E402

@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from hydra import compose, initialize_config_module
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.agents.checkpoint import read_checkpoint
 from rlplace.apps.beside import MAX_SECONDS, LearnedRun, search_beside
 from rlplace.apps.train import train_from_config

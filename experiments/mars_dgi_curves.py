@@ -21,7 +21,7 @@ import numpy as np
 from hydra import compose, initialize_config_module
 
 from learned_targets import MARS, best_so_far, run, save_curve_plot
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.apps.beside import LearnedRun, search_at
 from rlplace.presets import instantiate_node
 

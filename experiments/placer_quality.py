@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.cluster import Cluster, CommModel, load_preset
 from rlplace.coarsen import CoarseGraph
 from rlplace.graph import OpGraph

@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.report import format_table
 

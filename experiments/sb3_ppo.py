@@ -44,7 +44,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 from rlplace.cluster import load_preset
 from rlplace.envs import PlacementEnv, RelativeReward
 from rlplace.envs.partial import DEVICE_VALUES

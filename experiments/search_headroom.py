@@ -30,7 +30,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments import equal_evaluations as E  # noqa: E402
-from rlplace.apps.common import ArgumentParser, fail, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, fail, run_script  # noqa: E402
 from rlplace.placers.search import Annealing, LocalSearch  # noqa: E402
 from rlplace.presets import instantiate_node  # noqa: E402
 

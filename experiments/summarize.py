@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 
 IGNORED = ("seed", "hydra.", "plots", "progress")
 

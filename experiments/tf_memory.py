@@ -43,7 +43,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from rlplace.apps.common import ArgumentParser, run_script  # noqa: E402
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 CONF = Path(__file__).resolve().parents[1] / "conf"

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlplace.apps.common import ArgumentParser, run_script
+from rlplace.errors import ArgumentParser, run_script
 
 RESULTS = Path(__file__).parent / "results"
 MODELS = ("default", "tf_reuse")

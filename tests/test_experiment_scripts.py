@@ -1,5 +1,5 @@
 """The scripts under experiments/ take bad input as the apps do: one line naming it on stderr and
-exit status 2 (``rlplace.apps.common.ArgumentParser``, ``run_script``), and each runs as
+exit status 2 (``rlplace.errors.ArgumentParser``, ``run_script``), and each runs as
 ``python experiments/NAME.py`` from the repository root without PYTHONPATH."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rlplace.apps.common import run_script
+from rlplace.errors import run_script
 from rlplace.errors import ConfigError
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"

@@ -250,3 +250,13 @@ def test_a_fitted_preset_is_named_after_its_file():
     assert preset_name(None, Path("conf/cluster/my_box.yaml")) == "my_box"
     assert preset_name("lab", Path("conf/cluster/my_box.yaml")) == "lab"
     assert preset_name(None, None) == "local_cpu_fitted"
+
+
+@pytest.mark.parametrize("args, needle", [(["--devices", "1"], "--devices must be >= 2"),
+                                          (["--no-such-flag"], "unrecognized arguments: --no-such-flag")])
+def test_the_comm_benchmark_takes_bad_arguments_as_one_line(args, needle):
+    """``python -m rlplace.tf.comm`` (before: argparse's usage line and the error, two lines)."""
+    done = subprocess.run([sys.executable, "-m", "rlplace.tf.comm", *args], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"python -m rlplace.tf.comm: error: {needle} (--help lists the arguments)"]

@@ -1,18 +1,17 @@
 """What the Hydra apps share: bad input becomes one line on stderr and exit status 2; a run
 never overwrites another run's results; log lines go to the console and the run's log file
 (conf/run.yaml, conf/hydra/job_logging/rlplace.yaml). The scripts under experiments/ get the
-same one line for bad input from ``ArgumentParser``, ``fail`` and ``run_script``."""
+same one line for bad input from ``rlplace.errors``' ``ArgumentParser`` and ``run_script``."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Callable
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
@@ -21,7 +20,7 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
-from rlplace.errors import ConfigError, RlplaceError
+from rlplace.errors import ConfigError, RlplaceError, fail
 from rlplace.options import rule_of
 
 # unique run directories (conf/run.yaml); cached, so that the jobs of a sweep share its directory
@@ -146,28 +145,3 @@ def verifying(real, cfg: DictConfig):
     if cfg.verify_recalibrate:
         from rlplace.calibration import recalibrate
     return VerifyingBackend(real, cfg.verify_top_k, cfg.verify_every, recalibrate=recalibrate)
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` for the experiment scripts: a bad argument is one line and
-    exit status 2 (argparse prints its usage line before the error)."""
-
-    def error(self, message: str) -> NoReturn:
-        fail(self.prog, f"{message} (--help lists the arguments)")
-
-
-def fail(prog: str, message: str) -> NoReturn:
-    """Bad input of a script: one line naming it on stderr, exit status 2."""
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def run_script(main: Callable[[], Any]) -> None:
-    """A script's entry point: an RlplaceError (an unknown placer, a malformed graph file, ...)
-    is one line and exit status 2, not a traceback; ``main``'s integer result is the exit status."""
-    prog = Path(sys.argv[0]).name
-    try:
-        status = main()
-    except RlplaceError as exc:
-        fail(prog, str(exc))
-    sys.exit(status if isinstance(status, int) else 0)

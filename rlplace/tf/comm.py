@@ -15,7 +15,6 @@ memory), so the fit is mostly latency; between GPUs the bytes are copied.
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +23,9 @@ from typing import Sequence
 import numpy as np
 
 from rlplace.cluster import CommModel
-from rlplace.errors import ConfigError
+from rlplace.errors import ArgumentParser, ConfigError, run_script
 
+PROG = "python -m rlplace.tf.comm"
 DEFAULT_SIZES = tuple(int(4 * round(b / 4)) for b in np.geomspace(4, 32 * 2**20, 14))
 
 
@@ -141,7 +141,7 @@ def preset_name(name: str | None, output: Path | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m rlplace.tf.comm", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", type=int, default=2, help="devices to set up (transfers go 0 -> 1)")
     parser.add_argument("--memory-bytes", type=int, default=4 * 2**30, help="declared memory per device")
     parser.add_argument("--hops", type=int, default=32)
@@ -170,4 +170,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, PROG)
