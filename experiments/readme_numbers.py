@@ -1,7 +1,9 @@
-"""README.md's quoted numbers, written from the recorded results so that they cannot go stale.
+"""The READMEs' quoted numbers, written from the recorded results so that they cannot go stale.
 
-    .venv/bin/python experiments/readme_numbers.py            # rewrite README.md's generated spans
-    .venv/bin/python experiments/readme_numbers.py --check    # exit 1 if README.md is not what they give
+    .venv/bin/python experiments/readme_numbers.py            # rewrite the generated spans
+    .venv/bin/python experiments/readme_numbers.py --check    # exit 1 if a README is not what they give
+
+The READMEs are README.md and experiments/README.md (``--readme`` names others).
 
 A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /generated -->``
 (each on a line of its own); NAME is one of ``GENERATORS``:
@@ -13,7 +15,10 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
 - ``fidelity``: the calibrated simulator's held-out fidelity and the noise ceiling, from
   experiments/results/fidelity.json (experiments/fidelity.py);
 - ``sb3``: SB3 PPO and MaskablePPO's greedy policies against random and m-ETF, from
-  experiments/results/sb3_ppo.json (experiments/sb3_ppo.py).
+  experiments/results/sb3_ppo.json (experiments/sb3_ppo.py);
+- ``equal_evaluations``: each learned placer's gain over the local search at 500 and 2,000
+  evaluations and its verdict, per graph and start, from experiments/results/equal_evaluations.json
+  (experiments/equal_evaluations.py, whose verdicts it uses).
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from typing import Callable
 
 import numpy as np
 
-from rlplace.errors import ArgumentParser, run_script
-from rlplace.cluster import Cluster, CommModel, Device
-from rlplace.report import format_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # experiments.* (equal_evaluations' verdicts)
+
+from rlplace.errors import ArgumentParser, run_script  # noqa: E402
+from rlplace.cluster import Cluster, CommModel, Device  # noqa: E402
+from rlplace.report import format_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SPAN = re.compile(r"(?P<open><!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /generated -->)", re.S)
@@ -81,8 +88,32 @@ def sb3(results: Path) -> str:
     return "\n".join(one(p) for p in recorded["problems"]) + "\n\n(`experiments/results/sb3_ppo.md`)\n"
 
 
+def equal_evaluations(results: Path) -> str:
+    from experiments import equal_evaluations as E   # imports torch and Hydra: only for this span
+
+    summary = json.loads((results / "equal_evaluations.json").read_text())
+    rows = E.cell_rows(summary, list(E.GRAPHS), list(E.AGENTS), list(E.STARTS), E.BUDGETS, (0, 1, 2))
+    cells: dict[tuple[str, str, str], dict[int, dict]] = {}
+    for row in rows:
+        cells.setdefault((row["graph"], row["agent"], row["start"]), {})[row["budget"]] = row
+
+    def shown(row: dict) -> str:
+        if "learned" not in row:
+            return "not run"
+        verdict = "**met**" if row["verdict"].startswith("met") else row["verdict"].split(" (seeds from")[0]
+        return f"{row['gain']} {verdict}"
+
+    lines = [f"| graph | agent | start | {' | '.join(f'@{b:,}' for b in E.BUDGETS)} |",
+             "|---|---|---|" + "---|" * len(E.BUDGETS)]
+    lines += [f"| {g} | {a} | {s} | {' | '.join(shown(by[b]) for b in E.BUDGETS)} |" for (g, a, s), by in cells.items()]
+    judged = [r for r in rows if r.get("verdict", "").split(" (")[0] in ("met", "not met")]
+    met = sum(r["verdict"].startswith("met") for r in judged)
+    return ("\n".join(lines) + f"\n\nMet in {met} of the {len(judged)} cells with a target and all 3 seeds "
+            "(gain = 1 − median(learned) / median(search); `experiments/results/equal_evaluations.md`).\n")
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search, "fidelity": fidelity,
-                                               "sb3": sb3}
+                                               "sb3": sb3, "equal_evaluations": equal_evaluations}
 
 
 def render(text: str, results: Path) -> str:
@@ -98,20 +129,21 @@ def render(text: str, results: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the results")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a README differs from the results")
+    parser.add_argument("--readme", type=Path, nargs="+", default=[ROOT / "README.md", ROOT / "experiments" / "README.md"])
     parser.add_argument("--results", type=Path, default=ROOT / "experiments" / "results")
     args = parser.parse_args(argv)
-    text = args.readme.read_text()
-    new = render(text, args.results)
-    if args.check:
-        if new != text:
-            print(f"{args.readme} differs from what {args.results} gives: run experiments/readme_numbers.py",
-                  file=sys.stderr)
-            return 1
-        return 0
-    args.readme.write_text(new)
-    return 0
+    stale = []
+    for readme in args.readme:
+        text = readme.read_text()
+        new = render(text, args.results)
+        if args.check:
+            stale += [readme] if new != text else []
+        else:
+            readme.write_text(new)
+    for readme in stale:
+        print(f"{readme} differs from what {args.results} gives: run experiments/readme_numbers.py", file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

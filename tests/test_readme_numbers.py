@@ -1,4 +1,4 @@
-"""README.md's generated spans are what the recorded results give (experiments/readme_numbers.py
+"""The READMEs' generated spans are what the recorded results give (experiments/readme_numbers.py
 in check mode), and the check catches a number edited by hand."""
 
 import json
@@ -10,6 +10,7 @@ import pytest
 from experiments.readme_numbers import GENERATORS, ROOT, main, render
 
 README = ROOT / "README.md"
+READMES = (README, ROOT / "experiments" / "README.md")
 RESULTS = ROOT / "experiments" / "results"
 
 
@@ -20,7 +21,7 @@ def test_readme_is_what_the_recorded_results_give():
 
 
 def test_readme_has_every_generated_span():
-    text = README.read_text()
+    text = "".join(r.read_text() for r in READMES)
     for name in GENERATORS:
         assert f"<!-- generated: {name} -->" in text, name
     search = next(r for r in json.loads((RESULTS / "make_run.json").read_text())["results"]
@@ -40,3 +41,17 @@ def test_check_fails_on_a_hand_edited_number_and_rewriting_restores_it(tmp_path)
 def test_unknown_span_is_an_error():
     with pytest.raises(SystemExit, match="unknown generated span 'nope'"):
         render("<!-- generated: nope -->\nx\n<!-- /generated -->\n", RESULTS)
+
+
+def test_the_equal_evaluations_verdicts_follow_the_json(tmp_path):
+    """A learned run made 10x slower turns its cell's verdict from met to not met."""
+    summary = json.loads((RESULTS / "equal_evaluations.json").read_text())
+    span = "<!-- generated: equal_evaluations -->\n<!-- /generated -->\n"
+    row = "| gnmt_profile | mars_sil | warm | "
+    before = next(line for line in render(span, RESULTS).splitlines() if line.startswith(row))
+    assert before.count("**met**") == 2, before
+    for seed in summary["cells"]["gnmt_profile/mars_sil/warm"].values():
+        seed["budgets"]["500"]["learned"] *= 10
+    (tmp_path / "equal_evaluations.json").write_text(json.dumps(summary))
+    after = next(line for line in render(span, tmp_path).splitlines() if line.startswith(row))
+    assert after.split(" | ")[3].endswith("not met") and after.count("**met**") == 1, after
