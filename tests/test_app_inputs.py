@@ -81,6 +81,10 @@ BAD_VALUES = [
     ("reproduce", ["table=baechi_table3", "mode=smoke", "seed=abc"], ["seed", "'abc'"]),
     ("profile", ["model.batch_size=-1"], ["model.batch_size", "integer >= 1", "-1"]),
     ("profile", ["model=resnet"], ["model=resnet", "gnmt"]),
+    # a group given a number (Hydra: a ValueError and a traceback) or a group of keys given one value
+    ("compare", ["cluster=3"], ["cluster=3", "config group", "mars_p100"]),
+    ("train", ["agent=2"], ["agent=2", "config group", "hierarchical, mars"]),
+    ("train", ["budget=2"], ["budget: a group of keys (budget.placements, budget.seconds)", "budget.placements=2"]),
 ]
 
 
@@ -156,3 +160,14 @@ def test_graph_file_errors_in_compare_name_the_file_and_the_op(run, tmp_path):
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     proc = run("compare", "graph=file", f"graph.path={path}", "plots=false", f"hydra.run.dir={tmp_path}/run")
     assert_one_line_exit_2(proc, "rlplace-compare", ["huge.json.gz", "op 'op1'", "persistent_bytes"])
+
+
+def test_a_value_error_that_is_not_hydras_composition_keeps_its_traceback():
+    """Only Hydra's "group given a number" ValueError is bad input; another one is a bug."""
+    from rlplace.apps.common import run_app
+
+    def hydra_main():
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):
+        run_app(hydra_main, "rlplace-compare")

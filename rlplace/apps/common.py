@@ -11,11 +11,12 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
@@ -86,8 +87,9 @@ def run_app(hydra_main: Callable[[], None], prog: str) -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing and exiting 1
     try:
         hydra_main()
-    except (HydraException, OmegaConfBaseException) as exc:
-        if _task_started or user_wants_full_error:
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        composing = isinstance(exc, (HydraException, OmegaConfBaseException)) or str(exc).startswith(GROUP_VALUE)
+        if _task_started or user_wants_full_error or not composing:
             raise
         fail(prog, composition_error(exc))
     finally:
@@ -95,11 +97,18 @@ def run_app(hydra_main: Callable[[], None], prog: str) -> None:
             os.environ.pop("HYDRA_FULL_ERROR", None)
 
 
-def composition_error(exc: BaseException) -> str:
+# Hydra's ValueError for a config group given a number or a dict (``cluster=3``)
+GROUP_VALUE = "Config group override must be a string or a list"
+
+
+def composition_error(exc: BaseException, argv: Sequence[str] | None = None) -> str:
     """Hydra's report of a config it could not compose, in one line: the key or group, the
-    keys or options it has, and Hydra's hint where it gives one."""
+    keys or options it has, and Hydra's hint where it gives one. ``argv`` (default: the command
+    line's) names the override when Hydra's report does not."""
     text = str(exc).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if text.startswith(GROUP_VALUE):
+        return group_given_a_value(sys.argv[1:] if argv is None else argv) or text
     missing = re.search(r"Could not find '(.+)/([^/']+)'", text)
     if isinstance(exc, MissingConfigException) and missing:
         group, option = missing.groups()
@@ -110,6 +119,11 @@ def composition_error(exc: BaseException) -> str:
     cause = exc.__cause__
     parent = getattr(cause, "parent_node", None)
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
+        group = getattr(cause, "child_node", None)
+        if isinstance(group, DictConfig) and not isinstance(cause.value, (dict, DictConfig)):
+            keys = [f"{cause.full_key}.{k}" for k in group.keys()]
+            return (f"{cause.full_key}: a group of keys ({', '.join(keys)}), not one value: "
+                    f"give e.g. {keys[0]}={cause.value}" if keys else f"{cause.full_key}: a group of keys, not one value")
         rule = rule_of(cause.object_type, str(cause.key))
         if rule is not None:
             return str(rule.error(cause.full_key, cause.value))
@@ -120,6 +134,26 @@ def composition_error(exc: BaseException) -> str:
         hint = f"; {hint[0].lower()}{hint[1:]}" if hint else ""
         return f"{cause.full_key}: no such key (keys there: {', '.join(map(str, keys))}){hint}"
     return "; ".join(lines) if lines else type(exc).__name__
+
+
+def group_given_a_value(argv: Sequence[str]) -> str | None:
+    """The first override of ``argv`` that gives a config group a number or a mapping instead
+    of an option's name, as one line with the group's options (None if there is none)."""
+    if not GlobalHydra.instance().is_initialized():   # Hydra has cleared it when its app fails
+        with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+            return group_given_a_value(argv)
+    loader = GlobalHydra.instance().config_loader()
+    try:
+        overrides = OverridesParser.create().parse_overrides([a for a in argv if "=" in a and not a.startswith("-")])
+    except HydraException:
+        return None
+    for override in overrides:
+        value = override.value()
+        options = loader.get_group_options(override.key_or_group)
+        if options and not isinstance(value, (str, list)):
+            return (f"{override.key_or_group}={override.get_value_element_as_str()}: {override.key_or_group} is a "
+                    f"config group, give one of its options ({', '.join(options)})")
+    return None
 
 
 def compose_app(app: str, overrides: list[str]) -> DictConfig:
