@@ -171,3 +171,12 @@ def test_a_value_error_that_is_not_hydras_composition_keeps_its_traceback():
 
     with pytest.raises(ValueError, match="a bug"):
         run_app(hydra_main, "rlplace-compare")
+
+
+@pytest.mark.parametrize("where, needle", [("afile/x.json.gz", "a file is in the way"), (".", "is a directory")])
+def test_a_profile_output_that_cannot_be_written_is_refused_before_profiling(run, tmp_path, where, needle):
+    """(before: TensorFlow profiled the model, then graph.save raised FileNotFoundError)"""
+    (tmp_path / "afile").write_text("")
+    proc = run("profile", "model=linear_regression", f"output={tmp_path / where}", f"hydra.run.dir={tmp_path}/run")
+    assert_one_line_exit_2(proc, "rlplace-profile", ["output=", needle])
+    assert_no_results(tmp_path / "run")

@@ -42,6 +42,7 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
     name = knobs.pop("name")
     if "batch_size" not in knobs:
         raise ConfigError(f"model.batch_size: missing for model {name!r}")
+    output = writable(out_dir / cfg.output) if cfg.output else None   # before the profiling, not after
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
     logging.getLogger("tensorflow").setLevel(logging.ERROR)  # tf.compat.v1 deprecation notes
     model = build_tf_model(name, **knobs)
@@ -52,7 +53,7 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
                    intra_op_threads=cfg.intra_op_threads, seed=cfg.seed)
     result = profile(model, **options)
     graph = result.graph
-    path = out_dir / (cfg.output or f"{graph.name}.json.gz")
+    path = output or out_dir / f"{graph.name}.json.gz"
     graph.save(path)
     stats = graph.stats()
     summary = {"model": name, "batch_size": model.batch_size, "file": str(path),
@@ -79,6 +80,22 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
                      f"time {se.time_deviation:.2%} ({se.ops_compared['time']} ops)")
     (out_dir / "profile.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def writable(path: Path) -> Path:
+    """``path``, its folder created: an ``output`` that cannot be written is refused before
+    minutes of profiling, not after."""
+    if path.is_dir():
+        raise ConfigError(f"output={path}: is a directory (give a file name, e.g. {path / 'model.json.gz'})")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"output={path}: cannot create its folder {path.parent} (a file is in the way)") from None
+    except OSError as exc:
+        raise ConfigError(f"output={path}: cannot create its folder {path.parent} ({exc.strerror})") from None
+    if not os.access(path.parent, os.W_OK):
+        raise ConfigError(f"output={path}: its folder {path.parent} is not writable")
+    return path
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="profile")
