@@ -13,13 +13,16 @@ everything that determines the weights (encoder architecture and initial weights
 options, seed): a
 second call with the same inputs loads the file and does not train. Pre-training runs on the
 device of ``x`` (the encoder's); a GPU run caches apart from a CPU run (its weights differ in the
-last bits), so a CPU run's result never depends on what a GPU run cached.
+last bits), so a CPU run's result never depends on what a GPU run cached. The cache is only a
+cache: a file that cannot be read (truncated, not a torch file) is trained again and rewritten,
+and a folder that cannot be written keeps the trained weights in memory; both warn.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +31,8 @@ import torch
 from torch_geometric.nn import DeepGraphInfomax
 
 from rlplace.agents.configs import DGIConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,9 +49,13 @@ def pretrain_encoder(encoder: torch.nn.Module, x: torch.Tensor, edge_index: torc
     leave it with the weights of the lowest loss seen."""
     path = _cache_path(encoder, x, edge_index, config)
     if path is not None and path.is_file():
-        saved = torch.load(path, weights_only=True, map_location=x.device)
-        encoder.load_state_dict(saved["encoder"])
-        return PretrainResult(saved["losses"], min(saved["losses"]), trained=False, path=path)
+        try:
+            saved = torch.load(path, weights_only=True, map_location=x.device)
+            encoder.load_state_dict(saved["encoder"])
+            return PretrainResult(saved["losses"], min(saved["losses"]), trained=False, path=path)
+        except Exception as exc:  # torch.load's errors of a bad file have no common type
+            log.warning(f"DGI cache {path}: cannot read it ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+                        "pre-training again")
 
     generator = torch.Generator().manual_seed(config.seed)
 
@@ -71,10 +80,15 @@ def pretrain_encoder(encoder: torch.nn.Module, x: torch.Tensor, edge_index: torc
         optimizer.step()
     encoder.load_state_dict(best_state)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        torch.save({"encoder": best_state, "losses": losses}, tmp)
-        tmp.replace(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save({"encoder": best_state, "losses": losses}, tmp)
+            tmp.replace(path)
+        except OSError as exc:
+            log.warning(f"DGI cache {path}: cannot write it ({exc.strerror or exc}); the pre-trained weights are "
+                        "used but not cached (agent.policy.dgi.cache_dir=null turns the cache off)")
+            path = None
     return PretrainResult(losses, best, trained=True, path=path)
 
 

@@ -371,6 +371,28 @@ def test_dgi_loss_decreases_and_cache_is_reused(env19, tmp_path):
     assert pretrain_encoder(other.encoder, other.x, other.edge_index, 16, config).path != first.path
 
 
+def test_a_dgi_cache_that_cannot_be_read_or_written_is_only_a_cache(env19, tmp_path, caplog):
+    """A truncated cache file is pre-trained again and rewritten; a cache folder that cannot be
+    created keeps the weights and warns (before: a traceback, the pre-training lost)."""
+    config = DGIConfig(iterations=20, cache_dir=str(tmp_path))
+    policy = tiny_policy(env19)
+    first = pretrain_encoder(policy.encoder, policy.x, policy.edge_index, 16, config)
+    weights = first.path.read_bytes()
+    first.path.write_bytes(weights[: len(weights) // 3])
+    again = tiny_policy(env19)
+    redone = pretrain_encoder(again.encoder, again.x, again.edge_index, 16, config)
+    assert redone.trained and redone.losses == first.losses and first.path.read_bytes() != weights[: len(weights) // 3]
+    assert "cannot read it" in caplog.text
+
+    (tmp_path / "blocked").write_text("")   # a file where the cache folder should be
+    blocked = replace(config, cache_dir=str(tmp_path / "blocked" / "dgi"))
+    third = tiny_policy(env19)
+    result = pretrain_encoder(third.encoder, third.x, third.edge_index, 16, blocked)
+    assert result.trained and result.path is None and "cannot write it" in caplog.text
+    for key, value in third.encoder.state_dict().items():
+        torch.testing.assert_close(value, again.encoder.state_dict()[key])
+
+
 def test_from_env_pretrains_when_asked(env19, tmp_path):
     dgi = DGIConfig(iterations=5, cache_dir=str(tmp_path))
     assert tiny_policy(env19, pretrain=True, dgi=dgi).pretraining.trained
