@@ -154,6 +154,11 @@ class PlacementEnv(gym.Env):
         self.graph = load_graph(graph, **(graph_options or {})) if isinstance(graph, str) else graph
         self.cluster = load_preset(cluster) if isinstance(cluster, str) else cluster
         self.backend = make_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
+        for name, value, kind, what in (("graph", self.graph, OpGraph, "an OpGraph, a preset name or a graph file"),
+                                        ("cluster", self.cluster, Cluster, "a Cluster or a preset name"),
+                                        ("backend", self.backend, Backend, "a Backend, 'sim' or 'tf'")):
+            if not isinstance(value, kind):
+                raise ConfigError(f"{name} must be {what}, got {type(value).__name__} {value!r:.60}")
         if mode not in ("one_shot", "sequential"):
             raise ConfigError(f"mode must be 'one_shot' or 'sequential', got {mode!r}")
         if reward not in REWARDS:

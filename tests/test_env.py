@@ -167,6 +167,16 @@ def test_cpd_topo_order_places_every_unit_once():
         make(graph=g, mode="sequential", order="bfs")
 
 
+@pytest.mark.parametrize("kwargs, needle", [(dict(graph=3), "graph must be an OpGraph, a preset name or a graph file, got int 3"),
+                                            (dict(cluster=4.5), "cluster must be a Cluster or a preset name, got float"),
+                                            (dict(backend=object()), "backend must be a Backend, 'sim' or 'tf'")])
+def test_gym_make_with_a_graph_cluster_or_backend_of_the_wrong_type_is_a_config_error(kwargs, needle):
+    """(before: an AttributeError deep in the constructor, or at the first step)"""
+    with pytest.raises(ConfigError) as error:
+        gym.make("rlplace/Placement-v0", **kwargs)
+    assert needle in str(error.value)
+
+
 def test_same_seed_same_observations_and_rewards():
     def rollout(seed):
         env = make(graph=layered(80, seed=5), mode="sequential")
