@@ -83,6 +83,7 @@ BAD_VALUES = [
     ("profile", ["model=resnet"], ["model=resnet", "gnmt"]),
     # a group given a number (Hydra: a ValueError and a traceback) or a group of keys given one value
     ("compare", ["cluster=3"], ["cluster=3", "config group", "mars_p100"]),
+    ("compare", ["placers=[m_sct]", "+placer_options={m_sct:3}"], ["placer_options.m_sct", "options by name", "got 3"]),
     ("train", ["agent=2"], ["agent=2", "config group", "hierarchical, mars"]),
     ("train", ["budget=2"], ["budget: a group of keys (budget.placements, budget.seconds)", "budget.placements=2"]),
 ]
@@ -180,3 +181,10 @@ def test_a_profile_output_that_cannot_be_written_is_refused_before_profiling(run
     proc = run("profile", "model=linear_regression", f"output={tmp_path / where}", f"hydra.run.dir={tmp_path}/run")
     assert_one_line_exit_2(proc, "rlplace-profile", ["output=", needle])
     assert_no_results(tmp_path / "run")
+
+
+def test_options_for_a_placer_not_run_are_a_warning_not_silence(run, tmp_path):
+    proc = run("compare", "graph.num_ops=30", "plots=false", "placers=[single]", "+placer_options.loca_search.evaluations=5",
+               f"hydra.run.dir={tmp_path}/run")
+    assert proc.returncode == 0, proc.stderr
+    assert "placer_options.loca_search: loca_search is not among placers=['single']" in proc.stdout + proc.stderr

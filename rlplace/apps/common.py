@@ -132,7 +132,8 @@ def composition_error(exc: BaseException, argv: Sequence[str] | None = None) -> 
         keys = [k for k in parent.keys() if k != "hydra"]
         hint = next((line for line in lines if line.startswith("To append")), "")
         hint = f"; {hint[0].lower()}{hint[1:]}" if hint else ""
-        return f"{cause.full_key}: no such key (keys there: {', '.join(map(str, keys))}){hint}"
+        there = f"keys there: {', '.join(map(str, keys))}" if keys else "nothing there yet"
+        return f"{cause.full_key}: no such key ({there}){hint}"
     return "; ".join(lines) if lines else type(exc).__name__
 
 

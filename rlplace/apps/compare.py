@@ -62,6 +62,13 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
              f"{cluster.comm.mode} transfers")
 
     placer_options = OmegaConf.to_container(cfg.placer_options)
+    for name, options in placer_options.items():
+        if name not in names:   # a warning, not an error: a sweep over placers may give options for each
+            log.warning(f"placer_options.{name}: {name} is not among placers={list(names)}, so its options "
+                        "are not used (a typo?)")
+        if not isinstance(options, dict):
+            raise ConfigError(f"placer_options.{name}: options by name, e.g. +placer_options.{name}.seed=1, "
+                              f"got {options!r}")
     placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {}), verifying(backend, cfg)))
                for name in names]  # every name is checked before any work starts
     placers += beside_placers(placers, graph, cluster, cfg.seed, backend, cfg.beside_seconds)
