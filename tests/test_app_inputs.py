@@ -86,6 +86,7 @@ BAD_VALUES = [
     ("compare", ["placers=[m_sct]", "+placer_options={m_sct:3}"], ["placer_options.m_sct", "options by name", "got 3"]),
     ("train", ["agent=2"], ["agent=2", "config group", "hierarchical, mars"]),
     ("train", ["budget=2"], ["budget: a group of keys (budget.placements, budget.seconds)", "budget.placements=2"]),
+    ("train", ["warm_start=3"], ["warm_start: a group of keys (warm_start.placer,", "in all", "warm_start.placer=..."]),
 ]
 
 

@@ -121,9 +121,7 @@ def composition_error(exc: BaseException, argv: Sequence[str] | None = None) -> 
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         group = getattr(cause, "child_node", None)
         if isinstance(group, DictConfig) and not isinstance(cause.value, (dict, DictConfig)):
-            keys = [f"{cause.full_key}.{k}" for k in group.keys()]
-            return (f"{cause.full_key}: a group of keys ({', '.join(keys)}), not one value: "
-                    f"give e.g. {keys[0]}={cause.value}" if keys else f"{cause.full_key}: a group of keys, not one value")
+            return group_given_one_value(str(cause.full_key), group, cause.value)
         rule = rule_of(cause.object_type, str(cause.key))
         if rule is not None:
             return str(rule.error(cause.full_key, cause.value))
@@ -135,6 +133,18 @@ def composition_error(exc: BaseException, argv: Sequence[str] | None = None) -> 
         there = f"keys there: {', '.join(map(str, keys))}" if keys else "nothing there yet"
         return f"{cause.full_key}: no such key ({there}){hint}"
     return "; ".join(lines) if lines else type(exc).__name__
+
+
+def group_given_one_value(key: str, group: DictConfig, value) -> str:
+    """One line for ``key=value`` where ``key`` is a group of keys (``budget=2``): its keys (the
+    first few) and, where the value suits the first key, the override meant."""
+    keys = [f"{key}.{k}" for k in group.keys()]
+    if not keys:
+        return f"{key}: a group of keys, not one value"
+    shown = ", ".join(keys[:4]) + (f", ... {len(keys)} in all; --help lists them" if len(keys) > 4 else "")
+    first = group.get(keys[0].rpartition(".")[2])
+    meant = f"{keys[0]}={value}" if type(first) is type(value) else f"{keys[0]}=..."
+    return f"{key}: a group of keys ({shown}), not one value: give one of them, e.g. {meant}"
 
 
 def group_given_a_value(argv: Sequence[str]) -> str | None:
