@@ -346,6 +346,8 @@ class OpGraph:
                 raise GraphError(f"{path}: missing key {key!r}")
             if not isinstance(doc[key], list):
                 raise GraphError(f"{path}: {key} must be a list, got {_show(doc[key])}")
+        if not doc["ops"]:
+            raise GraphError(f"{path}: the graph has no ops (nothing to place)")
         name = doc.get("name", path.stem)
         if not isinstance(name, str):
             raise GraphError(f"{path}: name must be a string, got {_show(name)}")

@@ -202,6 +202,7 @@ def chain_doc(n=3):
     (lambda d: d.update(ops="n0"), "ops must be a list, got 'n0'"),
     (lambda d: d.update(ops=None), "ops must be a list, got None"),
     (lambda d: d.update(edges={}), "edges must be a list"),
+    (lambda d: d.update(ops=[], edges=[]), "the graph has no ops"),
     (lambda d: d.pop("edges"), "missing key 'edges'"),
     (lambda d: d.update(name=["x"]), "name must be a string"),
     (lambda d: d["ops"][1].update(persistent_bytes=1e300), "op 'n1': persistent_bytes"),
