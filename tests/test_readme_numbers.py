@@ -55,3 +55,15 @@ def test_the_equal_evaluations_verdicts_follow_the_json(tmp_path):
     (tmp_path / "equal_evaluations.json").write_text(json.dumps(summary))
     after = next(line for line in render(span, tmp_path).splitlines() if line.startswith(row))
     assert after.split(" | ")[3].endswith("not met") and after.count("**met**") == 1, after
+
+
+def test_the_learned_vs_search_sentence_lists_exactly_the_met_cells():
+    from experiments.readme_numbers import equal_evaluation_rows, learned_vs_search
+
+    _, judged, _ = equal_evaluation_rows(RESULTS)
+    sentence = learned_vs_search(RESULTS)
+    met = [r for r in judged if r["verdict"].startswith("met")]
+    assert f"in {len(met)} of the {len(judged)} cells run" in sentence
+    for r in judged:
+        cell = f"{r['agent']} {r['start']} on {r['graph']} at {r['budget']:,} ("
+        assert (cell in sentence) == (r in met), cell
