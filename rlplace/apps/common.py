@@ -101,14 +101,14 @@ def run_app(hydra_main: Callable[[], None], prog: str) -> None:
 GROUP_VALUE = "Config group override must be a string or a list"
 
 
-def composition_error(exc: BaseException, argv: Sequence[str] | None = None) -> str:
+def composition_error(exc: BaseException) -> str:
     """Hydra's report of a config it could not compose, in one line: the key or group, the
-    keys or options it has, and Hydra's hint where it gives one. ``argv`` (default: the command
-    line's) names the override when Hydra's report does not."""
+    keys or options it has, and Hydra's hint where it gives one (or the command line's override,
+    where Hydra's report does not name it)."""
     text = str(exc).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if text.startswith(GROUP_VALUE):
-        return group_given_a_value(sys.argv[1:] if argv is None else argv) or text
+        return group_given_a_value(sys.argv[1:]) or text
     missing = re.search(r"Could not find '(.+)/([^/']+)'", text)
     if isinstance(exc, MissingConfigException) and missing:
         group, option = missing.groups()
@@ -119,9 +119,9 @@ def composition_error(exc: BaseException, argv: Sequence[str] | None = None) -> 
     cause = exc.__cause__
     parent = getattr(cause, "parent_node", None)
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
-        group = getattr(cause, "child_node", None)
-        if isinstance(group, DictConfig) and not isinstance(cause.value, (dict, DictConfig)):
-            return group_given_one_value(str(cause.full_key), group, cause.value)
+        node = getattr(cause, "child_node", None)
+        if isinstance(node, DictConfig) and not isinstance(cause.value, (dict, DictConfig)):
+            return node_given_one_value(str(cause.full_key), node, cause.value)
         rule = rule_of(cause.object_type, str(cause.key))
         if rule is not None:
             return str(rule.error(cause.full_key, cause.value))
@@ -135,14 +135,14 @@ def composition_error(exc: BaseException, argv: Sequence[str] | None = None) -> 
     return "; ".join(lines) if lines else type(exc).__name__
 
 
-def group_given_one_value(key: str, group: DictConfig, value) -> str:
-    """One line for ``key=value`` where ``key`` is a group of keys (``budget=2``): its keys (the
-    first few) and, where the value suits the first key, the override meant."""
-    keys = [f"{key}.{k}" for k in group.keys()]
+def node_given_one_value(key: str, node: DictConfig, value) -> str:
+    """One line for ``key=value`` where ``key`` is a config node, a group of keys (``budget=2``):
+    its keys (the first few) and, where the value suits the first key, the override meant."""
+    keys = [f"{key}.{k}" for k in node.keys()]
     if not keys:
         return f"{key}: a group of keys, not one value"
     shown = ", ".join(keys[:4]) + (f", ... {len(keys)} in all; --help lists them" if len(keys) > 4 else "")
-    first = group.get(keys[0].rpartition(".")[2])
+    first = node.get(keys[0].rpartition(".")[2])
     meant = f"{keys[0]}={value}" if type(first) is type(value) else f"{keys[0]}=..."
     return f"{key}: a group of keys ({shown}), not one value: give one of them, e.g. {meant}"
 
