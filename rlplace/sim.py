@@ -166,6 +166,8 @@ def _device_rows(graph: OpGraph, cluster: Cluster, rows: np.ndarray, partial: bo
     if rows.shape[1:] != (graph.num_ops,):
         raise PlacementError(f"placement has shape {rows.shape[1:]} but graph {graph.name!r} has "
                              f"{graph.num_ops} ops")
+    if rows.size and not np.issubdtype(rows.dtype, np.integer):   # as Placement: 0.5 is no device
+        raise PlacementError(f"a placement holds device indices (integers), got dtype {rows.dtype}")
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     ndev = cluster.num_devices
     low = -1 if partial else 0

@@ -12,7 +12,7 @@ from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.errors import PlacementError
 from rlplace.graph import OpGraph
 from rlplace.schedule import new_model
-from rlplace.sim import _event_loop, simulate
+from rlplace.sim import _event_loop, simulate, simulate_many
 from rlplace.zoo import layered
 
 
@@ -123,6 +123,11 @@ def test_bad_placements_are_rejected():
         simulate(g, cluster(2), [0, 0, 0])
     with pytest.raises(PlacementError, match="op 'c': device index 5 out of range"):
         simulate(g, cluster(2), [0, 0, 5, 0])
+    for bad in ([0, 0.5, 1, 0], ["a", "b", "a", "a"]):   # before: truncated to device 0 / a ValueError
+        with pytest.raises(PlacementError, match="device indices \\(integers\\)"):
+            simulate(g, cluster(2), bad)
+    with pytest.raises(PlacementError, match="device indices \\(integers\\)"):
+        simulate_many(g, cluster(2), [[0, 0, 1, 1], [0, 0, 1.5, 1]])
 
 
 def test_empty_graph():
