@@ -167,6 +167,10 @@ class PlacementEnv(gym.Env):
             raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if shaping not in (False, True, "schedule"):
             raise ConfigError(f"shaping must be False, True or 'schedule', got {shaping!r}")
+        if step_time_limit is not None and not (isinstance(step_time_limit, (int, float, np.number)) and step_time_limit > 0):
+            raise ConfigError(f"step_time_limit must be None or a number of seconds > 0, got {step_time_limit!r}")
+        if isinstance(cache_size, bool) or not isinstance(cache_size, (int, np.integer)) or cache_size < 0:
+            raise ConfigError(f"cache_size must be an integer >= 0 (placements remembered), got {cache_size!r}")
         if schedule_features and mode != "sequential":
             raise ConfigError("schedule_features needs the sequential mode (one unit per step)")
         self.mode, self.shaping, self.render_mode = mode, shaping, render_mode

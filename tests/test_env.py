@@ -169,9 +169,12 @@ def test_cpd_topo_order_places_every_unit_once():
 
 @pytest.mark.parametrize("kwargs, needle", [(dict(graph=3), "graph must be an OpGraph, a preset name or a graph file, got int 3"),
                                             (dict(cluster=4.5), "cluster must be a Cluster or a preset name, got float"),
-                                            (dict(backend=object()), "backend must be a Backend, 'sim' or 'tf'")])
-def test_gym_make_with_a_graph_cluster_or_backend_of_the_wrong_type_is_a_config_error(kwargs, needle):
-    """(before: an AttributeError deep in the constructor, or at the first step)"""
+                                            (dict(backend=object()), "backend must be a Backend, 'sim' or 'tf'"),
+                                            (dict(step_time_limit=-1), "step_time_limit must be None or a number of seconds > 0"),
+                                            (dict(cache_size=-1), "cache_size must be an integer >= 0")])
+def test_gym_make_with_a_bad_argument_is_a_config_error(kwargs, needle):
+    """(before: an AttributeError deep in the constructor or at the first step; a negative limit or
+    cache size was taken)"""
     with pytest.raises(ConfigError) as error:
         gym.make("rlplace/Placement-v0", **kwargs)
     assert needle in str(error.value)
