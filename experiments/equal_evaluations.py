@@ -202,14 +202,15 @@ def graph_record(key: str, overrides: list[str], zoo: dict[str, tuple[str, dict]
 
 # ------------------------------------------------------------------------------ one seed
 def code_version() -> str | None:
-    """The commit this script runs from (``+dirty`` when tracked files differ from it), or None
-    outside a git checkout; recorded with each budget's numbers, so the table can say when a
-    cell's seeds come from different code."""
+    """The commit this script runs from (``+dirty`` when tracked files other than the recorded
+    results differ from it), or None outside a git checkout; recorded with each budget's numbers,
+    so the table can say when a cell's seeds come from different code."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
 
     try:
-        head, changes = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+        head = git("rev-parse", "--short", "HEAD")
+        changes = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)experiments/results")
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if changes else "")

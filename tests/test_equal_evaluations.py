@@ -5,6 +5,7 @@ and does only what is missing, and the table lists cells not run as such (slow: 
 
 import json
 import math
+import subprocess
 import sys
 
 import pytest
@@ -129,3 +130,23 @@ def test_a_killed_run_is_continued_from_its_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(E, "train_from_config", lambda cfg, d: resumed.append(cfg.resume) or train(cfg, d))
     done = E.train_to(run_dir, overrides, 20)
     assert resumed == [True] and done["evaluated"] >= 20 and done["step_times"][:len(stopped)] == stopped
+
+
+def test_the_code_version_is_dirty_for_code_not_for_recorded_results(tmp_path, monkeypatch):
+    """A run started while another's results are merged is from clean code (before: ``+dirty``)."""
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    (tmp_path / "experiments" / "results").mkdir(parents=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "experiments" / "results" / "r.json").write_text("{}")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(E, "ROOT", tmp_path)
+    clean = E.code_version()
+    assert clean and "+dirty" not in clean
+    (tmp_path / "experiments" / "results" / "r.json").write_text('{"merged": 1}')
+    assert E.code_version() == clean
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert E.code_version() == clean + "+dirty"
