@@ -206,7 +206,8 @@ def test_from_run_refits_an_earlier_run_without_measuring(tmp_path, run):
 @pytest.mark.parametrize("args, needles", [
     (["rounds=0"], ["rounds must be an integer >= 1"]),
     (["held_out=1.5"], ["held_out must be a finite number in (0, 1]"]),
-    (["from_run=/nonexistent/run"], ["from_run", "/nonexistent/run/measurements.json"]),
+    (["from_run=/nonexistent/run"], ["from_run", "/nonexistent/run has no measurements.json, graph.json.gz, "
+                                                  "measured_cluster.yaml"]),
     (["backend=sim"], ["backend=sim", "backend=tf"]),
     (["heuristics=[m_etf,nosuch]"], ["heuristics", "'nosuch'"]),
 ])

@@ -110,9 +110,10 @@ def _measure(cfg: DictConfig, out_dir: Path):
 def _earlier_run(run: Path):
     from rlplace.calibration.protocol import Measurements
 
-    for name in ("measurements.json", "graph.json.gz", "measured_cluster.yaml"):
-        if not (run / name).is_file():
-            raise ConfigError(f"from_run: {run / name} does not exist (not a {PROG} run directory)")
+    missing = [name for name in ("measurements.json", "graph.json.gz", "measured_cluster.yaml")
+               if not (run / name).is_file()]
+    if missing:
+        raise ConfigError(f"from_run: {run} has no {', '.join(missing)} (not a {PROG} run directory)")
     graph = OpGraph.load(run / "graph.json.gz")
     cluster = load_cluster_file(str(run / "measured_cluster.yaml"))
     try:
