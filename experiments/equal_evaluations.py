@@ -352,8 +352,9 @@ def verdict(start: str, budget: int, learned: Sequence[float], search: Sequence[
 def cell_rows(summary: dict[str, Any], graphs: Sequence[str], agents: Sequence[str], starts: Sequence[str],
               budgets: Sequence[int], seeds: Sequence[int]) -> list[dict[str, Any]]:
     """One row per cell: the seeds' learned and search best step times at the budget, or not
-    run; a cell with only some of its seeds has no verdict. A variant of the issue's agents
-    (``mars_sil``, ...) has rows only for the (graph, start) it ran on."""
+    run; a cell with only some of its seeds has no verdict. ``met``: whether the cell meets its
+    target (None: no target, or not all seeds). A variant of the issue's agents (``mars_sil``, ...)
+    has rows only for the (graph, start) it ran on."""
     rows = []
     for key in graphs:
         for agent in agents:
@@ -369,12 +370,13 @@ def cell_rows(summary: dict[str, Any], graphs: Sequence[str], agents: Sequence[s
                         row["learned"] = [d["learned"] for d in done]
                         row["search"] = [d["search"] for d in done]
                         row["gain"], row["verdict"] = verdict(start, budget, row["learned"], row["search"], max(budgets))
+                        row["met"] = None if row["verdict"] == "no target" else row["verdict"] == "met"
                         bound = summary["graphs"].get(key, {}).get("lower_bound", 0.0)
                         if row["verdict"] == "not met" and start == "warm" and \
                                 (1 - WARM_GAIN) * statistics.median(row["search"]) < bound:
                             row["verdict"] = "not met (the target is under the lower bound)"
                         if len(done) < len(seeds):
-                            row["verdict"] = f"— ({len(done)} of {len(seeds)} seeds)"
+                            row["verdict"], row["met"] = f"— ({len(done)} of {len(seeds)} seeds)", None
                         codes = {d["code"] for d in done if d.get("code")}
                         if len(codes) > 1:
                             row["verdict"] += f" (seeds from {len(codes)} commits: {', '.join(sorted(codes))})"

@@ -96,7 +96,7 @@ def equal_evaluation_rows(results: Path) -> tuple[list[dict], list[dict], tuple[
 
     summary = json.loads((results / "equal_evaluations.json").read_text())
     rows = E.cell_rows(summary, list(E.GRAPHS), list(E.AGENTS), list(E.STARTS), E.BUDGETS, (0, 1, 2))
-    judged = [r for r in rows if r.get("verdict", "").split(" (")[0] in ("met", "not met")]
+    judged = [r for r in rows if r.get("met") is not None]
     return rows, judged, tuple(E.BUDGETS)
 
 
@@ -109,20 +109,20 @@ def equal_evaluations(results: Path) -> str:
     def shown(row: dict) -> str:
         if "learned" not in row:
             return "not run"
-        verdict = "**met**" if row["verdict"].startswith("met") else row["verdict"].split(" (seeds from")[0]
+        verdict = "**met**" if row["met"] else row["verdict"].split(" (seeds from")[0]
         return f"{row['gain']} {verdict}"
 
     lines = [f"| graph | agent | start | {' | '.join(f'@{b:,}' for b in budgets)} |",
              "|---|---|---|" + "---|" * len(budgets)]
     lines += [f"| {g} | {a} | {s} | {' | '.join(shown(by[b]) for b in budgets)} |" for (g, a, s), by in cells.items()]
-    met = sum(r["verdict"].startswith("met") for r in judged)
+    met = sum(r["met"] for r in judged)
     return ("\n".join(lines) + f"\n\nMet in {met} of the {len(judged)} cells with a target and all 3 seeds "
             "(gain = 1 − median(learned) / median(search); `experiments/results/equal_evaluations.md`).\n")
 
 
 def learned_vs_search(results: Path) -> str:
     _, judged, _ = equal_evaluation_rows(results)
-    met = [r for r in judged if r["verdict"].startswith("met")]
+    met = [r for r in judged if r["met"]]
     listed = "; ".join(f"{r['agent']} {r['start']} on {r['graph']} at {r['budget']:,} ({r['gain']})" for r in met)
     return (f"Against a local search from the same start with the same number of evaluated placements (simulator,\n"
             f"`mars_p100`, 3 seeds, medians), the learned placers meet issue 16's targets (warm: 3% faster at 500\n"

@@ -138,41 +138,46 @@ def composition_error(exc: BaseException) -> str:
 def node_given_one_value(key: str, node: DictConfig, value) -> str:
     """One line for ``key=value`` where ``key`` is a config node, a group of keys (``budget=2``):
     its keys (the first few) and, where the value suits the first key, the override meant."""
-    keys = [f"{key}.{k}" for k in node.keys()]
-    if not keys:
+    names = list(node.keys())
+    if not names:
         return f"{key}: a group of keys, not one value"
+    keys = [f"{key}.{name}" for name in names]
     shown = ", ".join(keys[:4]) + (f", ... {len(keys)} in all; --help lists them" if len(keys) > 4 else "")
-    first = node.get(keys[0].rpartition(".")[2])
-    meant = f"{keys[0]}={value}" if type(first) is type(value) else f"{keys[0]}=..."
+    meant = f"{keys[0]}={value}" if type(node.get(names[0])) is type(value) else f"{keys[0]}=..."
     return f"{key}: a group of keys ({shown}), not one value: give one of them, e.g. {meant}"
 
 
 def group_given_a_value(argv: Sequence[str]) -> str | None:
     """The first override of ``argv`` that gives a config group a number or a mapping instead
     of an option's name, as one line with the group's options (None if there is none)."""
-    if not GlobalHydra.instance().is_initialized():   # Hydra has cleared it when its app fails
-        with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
-            return group_given_a_value(argv)
-    loader = GlobalHydra.instance().config_loader()
     try:
         overrides = OverridesParser.create().parse_overrides([a for a in argv if "=" in a and not a.startswith("-")])
     except HydraException:
         return None
-    for override in overrides:
-        value = override.value()
-        options = loader.get_group_options(override.key_or_group)
-        if options and not isinstance(value, (str, list)):
-            return (f"{override.key_or_group}={override.get_value_element_as_str()}: {override.key_or_group} is a "
-                    f"config group, give one of its options ({', '.join(options)})")
+    with rlplace_config():   # Hydra has cleared its own when its app failed
+        loader = GlobalHydra.instance().config_loader()
+        for override in overrides:
+            options = loader.get_group_options(override.key_or_group)
+            if options and not isinstance(override.value(), (str, list)):
+                return (f"{override.key_or_group}={override.get_value_element_as_str()}: {override.key_or_group} is "
+                        f"a config group, give one of its options ({', '.join(options)})")
     return None
+
+
+@contextmanager
+def rlplace_config():
+    """Hydra initialised on rlplace.conf for the block: the running app's, inside one, or its own."""
+    if GlobalHydra.instance().is_initialized():
+        yield
+        return
+    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+        yield
 
 
 def compose_app(app: str, overrides: list[str]) -> DictConfig:
     """The config ``rlplace-<app> *overrides`` runs with (Hydra's compose API), from inside a
     running rlplace app (whose Hydra reads rlplace.conf) or from anywhere else."""
-    if GlobalHydra.instance().is_initialized():
-        return compose(app, overrides=overrides)
-    with initialize_config_module(config_module="rlplace.conf", version_base="1.3"):
+    with rlplace_config():
         return compose(app, overrides=overrides)
 
 
