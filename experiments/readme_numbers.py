@@ -19,7 +19,10 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
 - ``equal_evaluations``: each learned placer's gain over the local search at 500 and 2,000
   evaluations and its verdict, per graph and start, from experiments/results/equal_evaluations.json
   (experiments/equal_evaluations.py, whose verdicts it uses); ``learned_vs_search``: the cells
-  that meet their target, in a sentence, from the same json.
+  that meet their target, in a sentence, from the same json;
+- ``learned_baechi_gnmt``: the learned runs of experiments/learned_targets.py
+  on one setting against the best heuristic and the local search beside each run, from
+  experiments/results/learned/<setting>/learned_targets.json.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -129,9 +133,35 @@ def learned_vs_search(results: Path) -> str:
             f"and 2,000; cold: faster at 2,000) in {len(met)} of the {len(judged)} cells run: {listed}.\n")
 
 
+def learned_targets(results: Path, setting: str) -> str:
+    recorded = json.loads((results / "learned" / setting / "learned_targets.json").read_text())
+    heuristics = sorted(recorded["heuristics"].items(), key=lambda kv: (kv[1]["oom"], kv[1]["step_time"]))
+    best = recorded["best_heuristic"]
+    others = ", ".join(f"{name} {'OOM' if h['oom'] else format(h['step_time'] * 1e3, '.2f')}"
+                       for name, h in heuristics if name != best)
+    lines = [f"Best algorithmic placer: **{best}** {recorded['heuristics'][best]['step_time'] * 1e3:.2f} ms ({others}); "
+             f"lower bound {recorded['lower_bound'] * 1e3:.2f} ms. Warm runs start from it (`warm_start.placer=best`).", "",
+             f"| run | placements | best (ms) | vs {best} | best of first 50 → best | local search, same start, "
+             f"equal evaluations | local search, equal wall time (≤ {recorded['beside_seconds']:.0f} s) |",
+             "|---|---|---|---|---|---|---|"]
+    for run in recorded["runs"]:
+        beside = {b["budget"]: b for b in run["beside"]}
+        learned, searched = run["best_step_time"], beside["equal evaluations"]["step_time"]
+        wall = beside["equal wall time"]
+        first = ("—" if run.get("warm_start_placer") else
+                 f"{run['best_of_first_50'] * 1e3:.1f} → {learned * 1e3:.1f} ({run['improvement_over_first_50']:.1%} better)")
+        lines.append(f"| {run['run']} | {run['evaluated']:,} | {'**' * (learned < searched)}{learned * 1e3:.2f}"
+                     f"{'**' * (learned < searched)} | {run['vs_best_heuristic']:+.2%} | {first} | "
+                     f"{'**' * (searched < learned)}{searched * 1e3:.2f}{'**' * (searched < learned)} | "
+                     f"{wall['step_time'] * 1e3:.2f} ({wall['search']['evaluations']:,} evaluations) |")
+    return "\n".join(lines) + (f"\n\nvs: 1 − best / the heuristic's (positive: faster); bold: the faster of the learned "
+                               f"run and the search at equal evaluations (`results/learned/{setting}/`).\n")
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search, "fidelity": fidelity,
                                                "sb3": sb3, "equal_evaluations": equal_evaluations,
-                                               "learned_vs_search": learned_vs_search}
+                                               "learned_vs_search": learned_vs_search,
+                                               "learned_baechi_gnmt": partial(learned_targets, setting="baechi_gnmt")}
 
 
 def render(text: str, results: Path) -> str:

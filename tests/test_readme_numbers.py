@@ -67,3 +67,25 @@ def test_the_learned_vs_search_sentence_lists_exactly_the_met_cells():
     for r in judged:
         cell = f"{r['agent']} {r['start']} on {r['graph']} at {r['budget']:,} ("
         assert (cell in sentence) == (r in met), cell
+
+
+def test_the_learned_targets_table_follows_the_json(tmp_path):
+    """Mars warm on the GNMT profile made slower than the search beside it loses its bold cell
+    to the search's, and its gain over the best heuristic turns negative."""
+    recorded = json.loads((RESULTS / "learned" / "baechi_gnmt" / "learned_targets.json").read_text())
+    span = "<!-- generated: learned_baechi_gnmt -->\n<!-- /generated -->\n"
+
+    def mars_warm(results):
+        return next(line for line in render(span, results).splitlines() if line.startswith("| mars_warm |"))
+
+    run = next(r for r in recorded["runs"] if r["run"] == "mars_warm")
+    searched = next(b for b in run["beside"] if b["budget"] == "equal evaluations")["step_time"]
+    assert run["best_step_time"] < searched
+    cells = mars_warm(RESULTS).split(" | ")
+    assert cells[2].startswith("**") and not cells[5].startswith("**") and cells[3].startswith("+")
+    run["best_step_time"] = searched * 1.1
+    run["vs_best_heuristic"] = 1 - run["best_step_time"] / recorded["heuristics"][recorded["best_heuristic"]]["step_time"]
+    (tmp_path / "learned" / "baechi_gnmt").mkdir(parents=True)
+    (tmp_path / "learned" / "baechi_gnmt" / "learned_targets.json").write_text(json.dumps(recorded))
+    cells = mars_warm(tmp_path).split(" | ")
+    assert not cells[2].startswith("**") and cells[5].startswith("**") and cells[3].startswith("-"), cells
