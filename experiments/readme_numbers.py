@@ -20,7 +20,7 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
   evaluations and its verdict, per graph and start, from experiments/results/equal_evaluations.json
   (experiments/equal_evaluations.py, whose verdicts it uses); ``learned_vs_search``: the cells
   that meet their target, in a sentence, from the same json;
-- ``learned_baechi_gnmt``: the learned runs of experiments/learned_targets.py
+- ``learned_baechi_gnmt``, ``learned_gnmt4_p100``: the learned runs of experiments/learned_targets.py
   on one setting against the best heuristic and the local search beside each run, from
   experiments/results/learned/<setting>/learned_targets.json.
 """
@@ -161,7 +161,8 @@ def learned_targets(results: Path, setting: str) -> str:
 GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search, "fidelity": fidelity,
                                                "sb3": sb3, "equal_evaluations": equal_evaluations,
                                                "learned_vs_search": learned_vs_search,
-                                               "learned_baechi_gnmt": partial(learned_targets, setting="baechi_gnmt")}
+                                               "learned_baechi_gnmt": partial(learned_targets, setting="baechi_gnmt"),
+                                               "learned_gnmt4_p100": partial(learned_targets, setting="gnmt4_p100")}
 
 
 def render(text: str, results: Path) -> str:
