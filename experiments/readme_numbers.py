@@ -30,8 +30,8 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -134,6 +134,9 @@ def learned_vs_search(results: Path) -> str:
 
 
 def learned_targets(results: Path, setting: str) -> str:
+    def bold(seconds: float, faster: bool) -> str:
+        return f"**{seconds * 1e3:.2f}**" if faster else f"{seconds * 1e3:.2f}"
+
     recorded = json.loads((results / "learned" / setting / "learned_targets.json").read_text())
     heuristics = sorted(recorded["heuristics"].items(), key=lambda kv: (kv[1]["oom"], kv[1]["step_time"]))
     best = recorded["best_heuristic"]
@@ -150,9 +153,8 @@ def learned_targets(results: Path, setting: str) -> str:
         wall = beside["equal wall time"]
         first = ("—" if run.get("warm_start_placer") else
                  f"{run['best_of_first_50'] * 1e3:.1f} → {learned * 1e3:.1f} ({run['improvement_over_first_50']:.1%} better)")
-        lines.append(f"| {run['run']} | {run['evaluated']:,} | {'**' * (learned < searched)}{learned * 1e3:.2f}"
-                     f"{'**' * (learned < searched)} | {run['vs_best_heuristic']:+.2%} | {first} | "
-                     f"{'**' * (searched < learned)}{searched * 1e3:.2f}{'**' * (searched < learned)} | "
+        lines.append(f"| {run['run']} | {run['evaluated']:,} | {bold(learned, learned < searched)} | "
+                     f"{run['vs_best_heuristic']:+.2%} | {first} | {bold(searched, searched < learned)} | "
                      f"{wall['step_time'] * 1e3:.2f} ({wall['search']['evaluations']:,} evaluations) |")
     return "\n".join(lines) + (f"\n\nvs: 1 − best / the heuristic's (positive: faster); bold: the faster of the learned "
                                f"run and the search at equal evaluations (`results/learned/{setting}/`).\n")
