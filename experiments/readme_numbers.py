@@ -134,16 +134,18 @@ def learned_vs_search(results: Path) -> str:
 
 
 def learned_targets(results: Path, setting: str) -> str:
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1e3:.2f}"
+
     def bold(seconds: float, faster: bool) -> str:
-        return f"**{seconds * 1e3:.2f}**" if faster else f"{seconds * 1e3:.2f}"
+        return f"**{ms(seconds)}**" if faster else ms(seconds)
 
     recorded = json.loads((results / "learned" / setting / "learned_targets.json").read_text())
     heuristics = sorted(recorded["heuristics"].items(), key=lambda kv: (kv[1]["oom"], kv[1]["step_time"]))
     best = recorded["best_heuristic"]
-    others = ", ".join(f"{name} {'OOM' if h['oom'] else format(h['step_time'] * 1e3, '.2f')}"
-                       for name, h in heuristics if name != best)
-    lines = [f"Best algorithmic placer: **{best}** {recorded['heuristics'][best]['step_time'] * 1e3:.2f} ms ({others}); "
-             f"lower bound {recorded['lower_bound'] * 1e3:.2f} ms. Warm runs start from it (`warm_start.placer=best`).", "",
+    others = ", ".join(f"{name} {'OOM' if h['oom'] else ms(h['step_time'])}" for name, h in heuristics if name != best)
+    lines = [f"Best algorithmic placer: **{best}** {ms(recorded['heuristics'][best]['step_time'])} ms ({others}); "
+             f"lower bound {ms(recorded['lower_bound'])} ms. Warm runs start from it (`warm_start.placer=best`).", "",
              f"| run | placements | best (ms) | vs {best} | best of first 50 → best | local search, same start, "
              f"equal evaluations | local search, equal wall time (≤ {recorded['beside_seconds']:.0f} s) |",
              "|---|---|---|---|---|---|---|"]
@@ -155,7 +157,7 @@ def learned_targets(results: Path, setting: str) -> str:
                  f"{run['best_of_first_50'] * 1e3:.1f} → {learned * 1e3:.1f} ({run['improvement_over_first_50']:.1%} better)")
         lines.append(f"| {run['run']} | {run['evaluated']:,} | {bold(learned, learned < searched)} | "
                      f"{run['vs_best_heuristic']:+.2%} | {first} | {bold(searched, searched < learned)} | "
-                     f"{wall['step_time'] * 1e3:.2f} ({wall['search']['evaluations']:,} evaluations) |")
+                     f"{ms(wall['step_time'])} ({wall['search']['evaluations']:,} evaluations) |")
     return "\n".join(lines) + (f"\n\nvs: 1 − best / the heuristic's (positive: faster); bold: the faster of the learned "
                                f"run and the search at equal evaluations (`results/learned/{setting}/`).\n")
 
