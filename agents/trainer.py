@@ -17,7 +17,7 @@ curve): ``resume=True`` continues from it exactly as if the run had not stopped.
 (evaluated once more by the backend), ``first_placement.json`` (the first placement evaluated:
 the warm-start heuristic's with ``first_sample``, else the policy's first sample; a search
 beside the run starts there), ``results.json`` and ``training_curve.png`` (with plots on, the
-algorithmic placers' and a local search's simulated step times as lines, computed once at the
+algorithmic placers', a local search's and an annealing's simulated step times as lines, computed once at the
 start and kept in the checkpoint, and the lower bound). With a warm start, results.json names
 the heuristic (``warm_start_placer``) with its simulated step time and OOM.
 

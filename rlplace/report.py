@@ -192,7 +192,7 @@ def training_curve_figure(step_times: Sequence[float], valid: Sequence[bool], ti
     """Step time of every evaluated placement (dots; invalid ones at the top, crossed) and the
     best valid step time so far (line), against the number of placements evaluated; the step
     times of ``references`` (records ``{"placer", "step_time", "oom"}``: the algorithmic placers
-    and the search) as horizontal lines and ``lower_bound`` as a dashed one. References above
+    and the searches) as horizontal lines and ``lower_bound`` as a dashed one. References above
     the slowest valid sample are listed in the legend but not drawn."""
     times = np.asarray(step_times, dtype=float) * 1e3
     ok = np.asarray(valid, dtype=bool)

@@ -78,17 +78,18 @@ def test_outputs_warm_start_and_logger(problem, tmp_path):
     assert (torch.tensor([1e-38]) * 1e-3).item() > 0  # subnormals are back once training is over
 
 
-def test_training_curve_lines_are_the_algorithmic_placers_and_the_search_computed_once(problem, tmp_path):
+def test_training_curve_lines_are_the_algorithmic_placers_and_the_searches_computed_once(problem, tmp_path):
     graph, cluster = problem
     train(graph, cluster, SimBackend(), config(plots=True, budget_placements=8), tmp_path / "on")
     references = read_checkpoint(tmp_path / "on" / "checkpoint.pt").progress["references"]
-    assert [r["placer"] for r in references[:-1]] == list(HEURISTICS)
-    for r in references[:-1]:
+    heuristics, searches = references[:-2], references[-2:]
+    assert [r["placer"] for r in heuristics] == list(HEURISTICS)
+    for r in heuristics:
         placement = make_placer(r["placer"], seed=3).place(graph, cluster)
         assert r["step_time"] == simulate(graph, cluster, placement).step_time, r["placer"]
-    search = references[-1]
-    assert search["placer"].startswith("local_search from ") and search["placer"].endswith("(9 evaluations)")
-    assert search["step_time"] <= min(r["step_time"] for r in references[:-1] if not r["oom"])
+    for name, search in zip(("local_search", "annealing"), searches):
+        assert search["placer"].startswith(f"{name} from ") and search["placer"].endswith("(9 evaluations)")
+        assert search["step_time"] <= min(r["step_time"] for r in heuristics if not r["oom"])
     assert (tmp_path / "on" / "training_curve.png").is_file()
     train(graph, cluster, SimBackend(), config(budget_placements=8), tmp_path / "off")  # plots off: none
     assert read_checkpoint(tmp_path / "off" / "checkpoint.pt").progress["references"] == []

@@ -290,14 +290,15 @@ class Annealing(SearchPlacer):
 def algorithmic_references(graph: OpGraph, cluster: Cluster, evaluations: int = 2000, seed: int = 0,
                            names: Sequence[str] = HEURISTICS) -> list[dict[str, Any]]:
     """What a learned placer is measured against, simulated: the step time and OOM of each
-    placer in ``names`` and of a local search of ``evaluations`` (its start's included) from the
-    best of them, as records ``{"placer", "step_time", "oom"}``."""
+    placer in ``names`` and of a local search and an annealing of ``evaluations`` each (their
+    start's included) from the best of them, as records ``{"placer", "step_time", "oom"}``."""
     placements = [make_placer(name, seed=seed).place(graph, cluster) for name in names]
     overflow, step = evaluate_rows(graph, cluster, np.stack([p.device_of for p in placements]))
     records = [{"placer": name, "step_time": float(s), "oom": bool(o > 0)} for name, s, o in zip(names, step, overflow)]
     j = int(np.lexsort((step, overflow))[0])
-    search = LocalSearch(evaluations=max(evaluations, len(names)), seed=seed, progress=False).search(
-        graph, cluster, placements[j], names[j], (float(overflow[j]), float(step[j])), spent=len(names))
-    records.append({"placer": f"local_search from {names[j]} ({search.evaluations} evaluations)",
-                    "step_time": search.step_time, "oom": search.oom})
+    for label, searcher in (("local_search", LocalSearch), ("annealing", Annealing)):
+        search = searcher(evaluations=max(evaluations, len(names)), seed=seed, progress=False).search(
+            graph, cluster, placements[j], names[j], (float(overflow[j]), float(step[j])), spent=len(names))
+        records.append({"placer": f"{label} from {names[j]} ({search.evaluations} evaluations)",
+                        "step_time": search.step_time, "oom": search.oom})
     return records
