@@ -296,9 +296,10 @@ def algorithmic_references(graph: OpGraph, cluster: Cluster, evaluations: int = 
     overflow, step = evaluate_rows(graph, cluster, np.stack([p.device_of for p in placements]))
     records = [{"placer": name, "step_time": float(s), "oom": bool(o > 0)} for name, s, o in zip(names, step, overflow)]
     j = int(np.lexsort((step, overflow))[0])
-    for label, searcher in (("local_search", LocalSearch), ("annealing", Annealing)):
-        search = searcher(evaluations=max(evaluations, len(names)), seed=seed, progress=False).search(
-            graph, cluster, placements[j], names[j], (float(overflow[j]), float(step[j])), spent=len(names))
-        records.append({"placer": f"{label} from {names[j]} ({search.evaluations} evaluations)",
+    start_score = (float(overflow[j]), float(step[j]))
+    for name in ("local_search", "annealing"):
+        search = make_placer(name, seed=seed, evaluations=max(evaluations, len(names)), progress=False).search(
+            graph, cluster, placements[j], names[j], start_score, spent=len(names))
+        records.append({"placer": f"{name} from {names[j]} ({search.evaluations} evaluations)",
                         "step_time": search.step_time, "oom": search.oom})
     return records
