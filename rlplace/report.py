@@ -3,7 +3,6 @@ and the peak memory per device. Units are converted here, for display only."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Sequence
 
@@ -190,10 +189,11 @@ def plot_memory(records: Sequence[dict], cluster: Cluster, path: str | Path, tit
 def training_curve_figure(step_times: Sequence[float], valid: Sequence[bool], title: str = "",
                           references: Sequence[dict] = (), lower_bound: float | None = None):
     """Step time of every evaluated placement (dots; invalid ones at the top, crossed) and the
-    best valid step time so far (line), against the number of placements evaluated; the step
-    times of ``references`` (records ``{"placer", "step_time", "oom"}``: the algorithmic placers
-    and the searches) as horizontal lines and ``lower_bound`` as a dashed one. References above
-    the slowest valid sample are listed in the legend but not drawn."""
+    best valid step time so far (line), against the number of placements evaluated;
+    ``references`` (records ``{"placer", "step_time", "oom"}``: the algorithmic placers and the
+    searches) with a ``curve`` (``curve_xy``) as step lines on the same axis, the others as
+    horizontal lines, and ``lower_bound`` as a dashed one. Horizontal lines above the slowest
+    valid sample are listed in the legend but not drawn."""
     times = np.asarray(step_times, dtype=float) * 1e3
     ok = np.asarray(valid, dtype=bool)
     x = np.arange(1, len(times) + 1)
@@ -204,7 +204,14 @@ def training_curve_figure(step_times: Sequence[float], valid: Sequence[bool], ti
     if (~ok).any():
         ax.scatter(x[~ok], np.full((~ok).sum(), top), s=12, marker="x", color="0.5", label="invalid (OOM or slow)")
     ax.step(x[np.isfinite(best)], best[np.isfinite(best)], where="post", color="C3", label="best so far")
-    _reference_lines(ax, references, 1.02 * top if np.isfinite(top) else np.inf, taken=(0, 3))
+    curves = [r for r in references if r.get("curve")]
+    colours = [c for c in range(10) if c not in (0, 3)][:len(curves)]
+    for r, colour in zip(curves, colours):
+        cx, cy = curve_xy(r["curve"])
+        ax.step(cx, cy * 1e3, where="post", color=f"C{colour}", linewidth=1.5,
+                label=f"{r['placer']}{' (OOM)' if r['oom'] else ''}: {r['step_time'] * 1e3:.4g} ms")
+    _reference_lines(ax, [r for r in references if not r.get("curve")], 1.02 * top if np.isfinite(top) else np.inf,
+                     taken=(0, 3, *colours))
     if lower_bound is not None:
         ax.axhline(lower_bound * 1e3, color="k", linestyle="dashed", linewidth=1, label="lower bound")
     ax.set_xlabel("placements evaluated")
@@ -225,14 +232,16 @@ def plot_training_curve(step_times: Sequence[float], valid: Sequence[bool], path
 
 
 def _reference_lines(ax, records: Sequence[dict], top: float, taken: Sequence[int] = ()) -> None:
-    """A dotted horizontal line per record at its step time, labelled with it, in the colours
-    (C0-C9) not ``taken``; a record above ``top`` (ms) is only listed in the legend."""
+    """A horizontal line per record at its step time, labelled with it, in the colours (C0-C9)
+    not ``taken``, dotted, then dash-dotted once the colours are used up; a record above
+    ``top`` (ms) is only listed in the legend."""
     free = [c for c in range(10) if c not in taken] or list(range(10))
-    for r, colour in zip(records, itertools.cycle(free)):
+    for k, r in enumerate(records):
         ms = r["step_time"] * 1e3
         label = f"{r['placer']}{' (OOM)' if r['oom'] else ''}: {ms:.4g} ms"
         if ms <= top:
-            ax.axhline(ms, color=f"C{colour}", linewidth=1.2, alpha=0.8, linestyle="dotted", label=label)
+            ax.axhline(ms, color=f"C{free[k % len(free)]}", linewidth=1.2, alpha=0.8,
+                       linestyle=("dotted", "dashdot")[k // len(free) % 2], label=label)
         else:
             ax.plot([], [], " ", label=label + " (off the axis)")
 

@@ -59,3 +59,16 @@ def test_training_curve_shows_the_references_and_the_lower_bound():
     levels = {line.get_label(): line.get_ydata()[0] for line in ax.get_lines() if len(line.get_ydata())}
     assert levels["m_etf: 24 ms"] == pytest.approx(24.0) and levels["lower bound"] == pytest.approx(15.0)
     assert "single: 100 ms (off the axis)" not in levels
+
+
+def test_training_curve_draws_a_reference_with_a_curve_as_a_step_line_on_the_placements_axis():
+    times = [0.030, 0.025, 0.040, 0.022, 0.021]
+    search = {"placer": "local_search from m_etf (4 evaluations)", "step_time": 0.019, "oom": False,
+              "curve": [0.024, 0.024, 0.020, 0.019]}
+    heuristics = [{"placer": f"h{k}", "step_time": 0.0221 + 1e-4 * k, "oom": False} for k in range(9)]
+    ax = training_curve_figure(times, [True] * 5, references=[*heuristics, search]).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    drawn = lines["local_search from m_etf (4 evaluations): 19 ms"]
+    assert list(drawn.get_xdata()) == [1, 2, 3, 4] and list(drawn.get_ydata()) == pytest.approx([24, 24, 20, 19])
+    styles = {(line.get_color(), line.get_linestyle()) for label, line in lines.items() if label.startswith("h")}
+    assert len(styles) == 9  # no two horizontal lines look alike, though the free colours are fewer

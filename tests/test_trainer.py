@@ -90,6 +90,7 @@ def test_training_curve_lines_are_the_algorithmic_placers_and_the_searches_compu
     for name, search in zip(("local_search", "annealing"), searches):
         assert search["placer"].startswith(f"{name} from ") and search["placer"].endswith("(9 evaluations)")
         assert search["step_time"] <= min(r["step_time"] for r in heuristics if not r["oom"])
+        assert len(search["curve"]) == 9 and search["curve"][-1] == search["step_time"]
     assert (tmp_path / "on" / "training_curve.png").is_file()
     train(graph, cluster, SimBackend(), config(budget_placements=8), tmp_path / "off")  # plots off: none
     assert read_checkpoint(tmp_path / "off" / "checkpoint.pt").progress["references"] == []

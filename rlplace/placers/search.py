@@ -291,7 +291,8 @@ def algorithmic_references(graph: OpGraph, cluster: Cluster, evaluations: int = 
                            names: Sequence[str] = HEURISTICS) -> list[dict[str, Any]]:
     """What a learned placer is measured against, simulated: the step time and OOM of each
     placer in ``names`` and of a local search and an annealing of ``evaluations`` each (their
-    start's included) from the best of them, as records ``{"placer", "step_time", "oom"}``."""
+    start's included) from the best of them, as records ``{"placer", "step_time", "oom"}``; the
+    searches' also carry their ``curve`` (best step time after each evaluation)."""
     placements = [make_placer(name, seed=seed).place(graph, cluster) for name in names]
     overflow, step = evaluate_rows(graph, cluster, np.stack([p.device_of for p in placements]))
     records = [{"placer": name, "step_time": float(s), "oom": bool(o > 0)} for name, s, o in zip(names, step, overflow)]
@@ -301,5 +302,5 @@ def algorithmic_references(graph: OpGraph, cluster: Cluster, evaluations: int = 
         search = make_placer(name, seed=seed, evaluations=max(evaluations, len(names)), progress=False).search(
             graph, cluster, placements[j], names[j], start_score, spent=len(names))
         records.append({"placer": f"{name} from {names[j]} ({search.evaluations} evaluations)",
-                        "step_time": search.step_time, "oom": search.oom})
+                        "step_time": search.step_time, "oom": search.oom, "curve": search.curve})
     return records
