@@ -208,8 +208,7 @@ def training_curve_figure(step_times: Sequence[float], valid: Sequence[bool], ti
     colours = [c for c in range(10) if c not in (0, 3)][:len(curves)]
     for r, colour in zip(curves, colours):
         cx, cy = curve_xy(r["curve"])
-        ax.step(cx, cy * 1e3, where="post", color=f"C{colour}", linewidth=1.5,
-                label=f"{r['placer']}{' (OOM)' if r['oom'] else ''}: {r['step_time'] * 1e3:.4g} ms")
+        ax.step(cx, cy * 1e3, where="post", color=f"C{colour}", linewidth=1.5, label=_reference_label(r))
     _reference_lines(ax, [r for r in references if not r.get("curve")], 1.02 * top if np.isfinite(top) else np.inf,
                      taken=(0, 3, *colours))
     if lower_bound is not None:
@@ -231,14 +230,18 @@ def plot_training_curve(step_times: Sequence[float], valid: Sequence[bool], path
     plt.close(fig)
 
 
+def _reference_label(record: dict) -> str:
+    """A reference's legend entry: its placer, OOM if so, and its step time."""
+    return f"{record['placer']}{' (OOM)' if record['oom'] else ''}: {record['step_time'] * 1e3:.4g} ms"
+
+
 def _reference_lines(ax, records: Sequence[dict], top: float, taken: Sequence[int] = ()) -> None:
     """A horizontal line per record at its step time, labelled with it, in the colours (C0-C9)
     not ``taken``, dotted, then dash-dotted once the colours are used up; a record above
     ``top`` (ms) is only listed in the legend."""
     free = [c for c in range(10) if c not in taken] or list(range(10))
     for k, r in enumerate(records):
-        ms = r["step_time"] * 1e3
-        label = f"{r['placer']}{' (OOM)' if r['oom'] else ''}: {ms:.4g} ms"
+        ms, label = r["step_time"] * 1e3, _reference_label(r)
         if ms <= top:
             ax.axhline(ms, color=f"C{free[k % len(free)]}", linewidth=1.2, alpha=0.8,
                        linestyle=("dotted", "dashdot")[k // len(free) % 2], label=label)
