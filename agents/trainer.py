@@ -17,9 +17,10 @@ curve): ``resume=True`` continues from it exactly as if the run had not stopped.
 (evaluated once more by the backend), ``first_placement.json`` (the first placement evaluated:
 the warm-start heuristic's with ``first_sample``, else the policy's first sample; a search
 beside the run starts there), ``results.json`` and ``training_curve.png`` (with plots on, the
-algorithmic placers', a local search's and an annealing's simulated step times as lines,
-computed once at the start and kept in the checkpoint, and the lower bound). With a warm start,
-results.json names the heuristic (``warm_start_placer``) with its simulated step time and OOM.
+algorithmic placers' simulated step times as lines and a local search's and an annealing's
+curves, computed once at the start and kept in the checkpoint, and the lower bound). With a
+warm start, results.json names the heuristic (``warm_start_placer``) with its simulated step
+time and OOM.
 
 The policy and its algorithm live on ``config.torch_device`` (``rlplace.agents.device``: ``auto`` is a
 GPU when torch sees one), and so does the sampling generator; placements come back to the CPU
