@@ -77,7 +77,7 @@ def refit(name: str, saved: Path, seed: int, reused: bool = False) -> tuple[dict
     from rlplace.calibration.protocol import Measurements
     from rlplace.calibration.study import study
     from rlplace.graph import OpGraph
-    from rlplace.presets import load_cluster_file
+    from rlplace.cluster import load_cluster_file
 
     graph = OpGraph.load(saved / "graph.json.gz")
     cluster = load_cluster_file(str(saved / "measured_cluster.yaml"))

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -142,3 +143,126 @@ def load_preset(name: str, **overrides) -> Cluster:
     from rlplace.presets import load_preset as load
 
     return load("cluster", name, **overrides)
+
+
+# ------------------------------------------------------------------ cluster files (data only)
+# A cluster file has the format of ``conf/cluster/`` (and of what ``rlplace-calibrate`` writes),
+# but it is read as data: ``_target_`` may only name one of these constructors, each key is
+# checked against its fields, and nothing is instantiated by name.
+MAX_DEVICES = 4096
+_HOMOGENEOUS = "rlplace.cluster.Cluster.homogeneous"
+_CLUSTER = "rlplace.cluster.Cluster"
+_DEVICE = "rlplace.cluster.Device"
+_COMM = "rlplace.cluster.CommModel"
+_FILE = "rlplace.cluster.load_cluster_file"
+_FIELDS = {  # constructor: {key: kind}; "number" is an int or float, never a bool
+    _HOMOGENEOUS: {"n": "int", "memory_bytes": "number", "speed": "number", "prefix": "str",
+                   "name": "str", "memory_model": "str", "comm": "comm"},
+    _CLUSTER: {"devices": "devices", "name": "str", "memory_model": "str", "comm": "comm"},
+    _DEVICE: {"name": "str", "memory_bytes": "number", "speed": "number"},
+    _COMM: {"latency": "number", "seconds_per_byte": "number", "mode": "str"},
+    _FILE: {"path": "str"},
+}
+_OLD_NAMES = {"rlplace.presets.load_cluster_file": _FILE}  # in run configs saved before it moved
+_HYDRA_KEYS = {"_convert_", "_recursive_"}  # written by older presets; they change nothing here
+
+
+def load_cluster_file(path: str | Path) -> Cluster:
+    """A cluster preset from a YAML file anywhere (``cluster=file cluster.path=...``), such as
+    the calibrated preset ``rlplace-calibrate`` writes: read as data (``rlplace.datafile``) and
+    built by ``cluster_from_data``, never instantiated. Every problem is a ConfigError naming
+    the file and the key."""
+    from rlplace.datafile import load_yaml_data
+
+    try:
+        data = load_yaml_data(path, ConfigError, "cluster preset file")
+    except ConfigError as exc:  # names the file already
+        raise ConfigError(f"cluster.path: {exc}") from None
+    try:
+        return cluster_from_data(data, follow_files=False)
+    except ConfigError as exc:
+        raise ConfigError(f"cluster.path: {path}: {exc}") from None
+
+
+def cluster_from_data(data: Any, follow_files: bool = True) -> Cluster:
+    """The Cluster a preset's plain data describes: ``Cluster.homogeneous``'s arguments, or a
+    ``Cluster``'s ``devices`` list, or (with ``follow_files``) a ``load_cluster_file`` node
+    with its ``path``. ``_target_`` may be omitted; when given it must name one of these."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"not a cluster preset (a mapping of keys, got {_kind(data)})")
+    target = data.get("_target_", _CLUSTER if "devices" in data else _HOMOGENEOUS)
+    target = _OLD_NAMES.get(target, target) if isinstance(target, str) else target
+    allowed = (_HOMOGENEOUS, _CLUSTER, _FILE) if follow_files else (_HOMOGENEOUS, _CLUSTER)
+    if target not in allowed:
+        raise ConfigError(f"_target_: {_brief(target)} is not a cluster constructor (a cluster "
+                          f"preset here names one of {', '.join(allowed)})")
+    args = _arguments(data, target, "")
+    if target == _FILE:
+        return load_cluster_file(args["path"])
+    if "comm" in args:
+        args["comm"] = CommModel(**_arguments(args["comm"], _COMM, "comm."))
+    if target == _CLUSTER:
+        args["devices"] = tuple(Device(**_arguments(d, _DEVICE, f"devices[{i}]."))
+                                for i, d in enumerate(args["devices"]))
+        return Cluster(**args)
+    if not 1 <= args["n"] <= MAX_DEVICES:
+        raise ConfigError(f"n: must be an integer in [1, {MAX_DEVICES}], got {args['n']}")
+    return Cluster.homogeneous(**args)
+
+
+_REQUIRED = {_HOMOGENEOUS: ("n", "memory_bytes"), _CLUSTER: ("devices",), _DEVICE: ("name", "memory_bytes"),
+             _FILE: ("path",)}
+
+
+def _arguments(data: Any, target: str, prefix: str) -> dict:
+    """``data``'s keys and values checked against ``target``'s fields: its keyword arguments."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix.rstrip('.')}: must be a mapping of keys, got {_kind(data)}")
+    given = data.get("_target_", target)
+    if not isinstance(given, str) or _OLD_NAMES.get(given, given) != target:
+        raise ConfigError(f"{prefix}_target_: must be {target} here, got {_brief(given)}")
+    fields = _FIELDS[target]
+    args = {}
+    for key, value in data.items():
+        if key == "_target_" or key in _HYDRA_KEYS:
+            continue
+        if key not in fields:
+            raise ConfigError(f"{prefix}{_brief(key)}: not a key of {target} (known: {', '.join(fields)})")
+        args[key] = _checked_value(value, fields[key], f"{prefix}{key}")
+    for key in _REQUIRED.get(target, ()):
+        if key not in args:
+            raise ConfigError(f"{prefix}{key}: missing ({target} needs {', '.join(_REQUIRED[target])})")
+    return args
+
+
+def _checked_value(value: Any, kind: str, key: str) -> Any:
+    ok = {"str": isinstance(value, str),
+          "int": isinstance(value, int) and not isinstance(value, bool),
+          "number": isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value),
+          "comm": isinstance(value, Mapping),
+          "devices": isinstance(value, list) and 0 < len(value) <= MAX_DEVICES}[kind]
+    if not ok:
+        wanted = {"str": "a string", "int": "an integer", "number": "a finite number",
+                  "comm": "a mapping (latency, seconds_per_byte, mode)",
+                  "devices": f"a list of 1 to {MAX_DEVICES} devices"}[kind]
+        raise ConfigError(f"{key}: must be {wanted}, got {_brief(value)}")
+    return value
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        return False
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _brief(value: Any) -> str:
+    """A short repr of untrusted input for an error message."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -47,6 +47,7 @@ import networkx as nx
 import numba
 import numpy as np
 
+from rlplace.datafile import regular_file
 from rlplace.errors import GraphError
 
 FORMAT = "rlplace.opgraph"
@@ -322,11 +323,9 @@ class OpGraph:
     def load(cls, path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> OpGraph:
         """Read a json.gz graph file of at most ``max_bytes`` decompressed. Every problem is a
         GraphError naming the file (and the op, where one is at fault)."""
-        path = Path(path)
+        path = regular_file(path, GraphError, "graph file")
         try:
             raw = _read_gzip(path, max_bytes)
-        except FileNotFoundError:
-            raise GraphError(f"{path}: no such graph file") from None
         except (OSError, EOFError, zlib.error) as exc:
             raise GraphError(f"{path}: not a json.gz OpGraph file ({exc})") from None
         if raw is None:

@@ -10,7 +10,6 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError, RlplaceError
 from rlplace.options import first_line
 
@@ -46,20 +45,3 @@ def instantiate_node(cfg: DictConfig, key: str):
         raise ConfigError(f"{key}: {first_line(cause if cause is not None else exc)}") from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"{key}: {first_line(exc)}") from None
-
-
-def load_cluster_file(path: str) -> Cluster:
-    """A cluster preset from a YAML file anywhere (``cluster=file cluster.path=...``), such as
-    the calibrated preset ``rlplace-calibrate`` writes; the same format as ``conf/cluster/``."""
-    try:
-        node = OmegaConf.load(path)
-    except FileNotFoundError:
-        raise ConfigError(f"cluster.path: no such file {path!r}") from None
-    except (OSError, OmegaConfBaseException, ValueError) as exc:
-        raise ConfigError(f"cluster.path: {path}: not a cluster preset ({first_line(exc)})") from None
-    if not isinstance(node, DictConfig) or "_target_" not in node:
-        raise ConfigError(f"cluster.path: {path}: not a cluster preset (no _target_)")
-    cluster = instantiate_node(OmegaConf.create({"seed": 0, "cluster": node}), "cluster")
-    if not isinstance(cluster, Cluster):
-        raise ConfigError(f"cluster.path: {path}: builds a {type(cluster).__name__}, not a Cluster")
-    return cluster

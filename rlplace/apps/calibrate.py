@@ -32,7 +32,8 @@ from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.options import check_ranges
-from rlplace.presets import instantiate_node, load_cluster_file
+from rlplace.cluster import load_cluster_file
+from rlplace.presets import instantiate_node
 
 PROG = "rlplace-calibrate"
 OUTPUTS = ("measurements.json", "report.md", "cluster.yaml")

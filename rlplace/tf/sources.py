@@ -65,7 +65,7 @@ def build_model(spec: dict[str, Any]):
     if name.endswith(".keras"):
         import keras
 
-        return keras_training_step(lambda: keras.models.load_model(name, compile=False),
+        return keras_training_step(lambda: keras.models.load_model(name, compile=False, safe_mode=True),
                                    name=Path(name).stem, **knobs)
     return keras_training_step(resolve(name), name=name.partition(":")[2], model_args=args, **knobs)
 

@@ -25,6 +25,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from rlplace.errors import GraphError
+from rlplace.datafile import read_bounded
 from rlplace.graph import CONTROL, DEFAULT_MAX_FILE_BYTES, OpGraph
 
 Cost = namedtuple("Cost", "compute_cost output_memory temporary_memory persistent_memory")
@@ -81,15 +82,12 @@ def read_baechi_pickle(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES
     path = Path(path)
     if path.is_dir():
         path = path / "cost.pkl"
+    raw = read_bounded(path, max_bytes, GraphError, "Baechi profile")
     try:
-        if path.stat().st_size > max_bytes:
-            raise GraphError(f"{path}: more than {max_bytes} bytes (max_bytes raises the limit)")
-        data = _RestrictedUnpickler(io.BytesIO(path.read_bytes())).load()
+        data = _RestrictedUnpickler(io.BytesIO(raw)).load()
         graphdef = graph_pb2.GraphDef()
         graphdef.ParseFromString(data["graphdef"].serialized)
         costs = dict(data["cost_dict"])
-    except FileNotFoundError:
-        raise GraphError(f"{path}: no such Baechi profile") from None
     except (OSError, pickle.UnpicklingError, DecodeError, EOFError, KeyError, AttributeError, TypeError,
             ValueError, IndexError, MemoryError, RecursionError) as exc:
         raise GraphError(f"{path}: not a Baechi cost.pkl profile ({type(exc).__name__}: "

@@ -29,8 +29,10 @@ from rlplace.apps.beside import LearnedRun, search_beside
 from rlplace.apps.common import compose_app
 from rlplace.apps.tables.common import Context, Setting, cluster_of, fmt_step
 from rlplace.errors import ConfigError
+from rlplace.options import first_line
 from rlplace.graph import OpGraph
-from rlplace.presets import instantiate_node
+from rlplace.cluster import cluster_from_data
+from rlplace.datafile import load_yaml_data
 from rlplace.report import draw_curves
 from rlplace.sim import lower_bound
 
@@ -94,9 +96,12 @@ def previous_run(run_dir: Path, cfg) -> dict | None:
     saved = run_dir / RUN_CONFIG
     if not saved.is_file():
         return None
-    old = OmegaConf.load(saved)
-    if _without_budget(old) != _without_budget(cfg):
-        return None
+    try:
+        old = OmegaConf.create(saved_config(run_dir))
+        if _without_budget(old) != _without_budget(cfg):
+            return None
+    except (OmegaConfBaseException, KeyError) as exc:
+        raise ConfigError(f"{saved}: not a run config of rlplace-train ({first_line(exc)})") from None
     results = run_dir / "results.json"
     if results.is_file() and old.budget == cfg.budget:
         summary = json.loads(results.read_text())
@@ -109,6 +114,15 @@ def previous_run(run_dir: Path, cfg) -> dict | None:
         evaluated = read_checkpoint(checkpoint).progress["evaluated"]
         cfg.resume = evaluated <= cfg.budget.placements
     return None
+
+
+def saved_config(run_dir: Path) -> dict:
+    """A run directory's ``train_config.yaml`` as plain data (read as data, never instantiated:
+    a run directory may come from someone else)."""
+    data = load_yaml_data(run_dir / RUN_CONFIG, ConfigError, "run config")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{run_dir / RUN_CONFIG}: not a run config (a mapping of keys)")
+    return data
 
 
 def _without_budget(cfg) -> dict:
@@ -135,7 +149,7 @@ def beside_records(learned: Sequence[Mapping], ctx: Context) -> list[dict]:
     for r in learned:
         run_dir = Path(r["run_dir"])
         graph = OpGraph.load(run_dir / "graph.json.gz")
-        cluster = instantiate_node(OmegaConf.load(run_dir / RUN_CONFIG), "cluster")
+        cluster = cluster_from_data(saved_config(run_dir).get("cluster"))
         run = LearnedRun.from_run_dir(run_dir, graph, cluster, r["placer"], r["evaluated"], r["placement_time"])
         out += [{"model": r["model"], "seed": r["seed"], **x}
                 for x in search_beside(graph, cluster, run, r["seed"], max_seconds=ctx.beside_seconds)]
