@@ -4,7 +4,7 @@
 
 1. Paper size (each builder's defaults, built and extracted, never run): ops, FLOPs and bytes per
    training step, total compute and critical path on V100 and K40, share of compute-bound ops.
-2. CPU size (``conf/model/*.yaml``): profile on this machine's CPU (``rlplace.tf.profile``) and
+2. CPU size (``rlplace/conf/model/*.yaml``): profile on this machine's CPU (``rlplace.tf.profile``) and
    compare per-op analytical times with the profiled ones (Spearman rank correlation).
 3. ``--fig8``: Baechi's Figure 8 on the real GNMT profile: place with m-ETF and m-SCT on
    ``perturb(profile, p, seed)``, simulate on the true profile (4 x GTX 2080 preset).
@@ -42,7 +42,7 @@ CPU = {"name": "cpu", "peak_flops": 3.2e11, "memory_bandwidth": 2e10, "launch_ov
 
 
 def cpu_config(name: str) -> dict:
-    cfg = yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "rlplace" / "conf" / "model" / f"{name}.yaml").read_text())
     cfg.pop("name")
     return cfg
 

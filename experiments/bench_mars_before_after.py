@@ -35,8 +35,8 @@ BEFORE = "fa7e62f"  # main before the fused teacher-forced decoder
 
 
 def load_policy_module(commit: str, work: Path):
-    """agents/policies/mars.py as it was at ``commit``, as a module."""
-    module = load_module_at(commit, "agents/policies/mars.py", work)
+    """rlplace/agents/policies/mars.py as it was at ``commit``, as a module."""
+    module = load_module_at(commit, "rlplace/agents/policies/mars.py", work)
     if "device" not in inspect.signature(module.build).parameters:
         built = module.build  # older than make_policy's device argument: a CPU policy
         module.build = lambda env, device, **options: built(env, **options).to(device)

@@ -31,7 +31,7 @@ import numpy as np
 from rlplace.errors import ArgumentParser, run_script
 
 RESULTS = Path(__file__).parent / "results"
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "rlplace" / "conf"
 CV_FOLDS = 3
 HEURISTICS = ("round_robin", "expert", "metis", "m_etf", "m_topo", "heft", "celeritas")
 KERAS = ["model=keras", "model.name=keras.applications:MobileNetV2", "model.batch_size=2",

@@ -30,7 +30,7 @@ from rlplace.sim import lower_bound, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
-TABLE = ROOT / "conf" / "table" / "baechi_fig8.yaml"
+TABLE = ROOT / "rlplace" / "conf" / "table" / "baechi_fig8.yaml"
 # (model key of the Figure 8 config, placer, seeds per p)
 CASES = [("gnmt_profile", "m_etf", 6), ("gnmt_profile", "m_sct", 6), ("gnmt_l40_b256", "m_etf", 4)]
 PS = (1e-6, 0.2)
@@ -51,7 +51,7 @@ def run_case(setting, cluster, placer: str, seeds: int) -> dict:
 def markdown(cases: list[dict], seconds: float) -> str:
     lines = ["# Figure 8: profile error or near-ties?", "",
              f"Made by `experiments/fig8_ties.py` in {seconds / 60:.1f} min (2 shared cores). Cluster `baechi_2080`, "
-             "graphs and placers of `conf/table/baechi_fig8.yaml` with the graph optimizer's defaults. "
+             "graphs and placers of `rlplace/conf/table/baechi_fig8.yaml` with the graph optimizer's defaults. "
              "Cells: step time / the unperturbed placement's, min – max [mean] over the seeds.", "",
              "| model | placer | unperturbed (ms) | / lower bound | p = 1e-6 | p = 0.2 |",
              "|---|---|---:|---:|---|---|"]

@@ -1,5 +1,5 @@
 """Peak memory: the simulator against TensorFlow's allocator (issue 19, item 3), for every zoo
-model at CPU size (conf/model) on 2 logical CPU devices.
+model at CPU size (rlplace/conf/model) on 2 logical CPU devices.
 
     .venv/bin/python experiments/tf_memory.py [--models gnmt bert] [--steps 5] [--sessions 2]
 
@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "rlplace" / "conf"
 MODELS = ("linear_regression", "inception_v3", "gnmt", "transformer", "bert", "tensor_holography")
 MEMORY_MODELS = ("default", "tf_reuse")
 MIB = 2**20

@@ -7,7 +7,7 @@ served (``sequential``, Baechi §3.4). ``memory_model`` says how buffers are cou
 (``rlplace.schedule.aliases``): ``default`` gives every output its own buffer (DESIGN.md's
 rules); ``tf_reuse`` follows TensorFlow's executor, where an output may share an input's buffer
 (views, in-place forwarding). Presets of the papers' machines are Hydra configs in
-``conf/cluster/``; ``load_preset`` reads one from Python.
+``rlplace/conf/cluster/``; ``load_preset`` reads one from Python.
 """
 
 from __future__ import annotations
@@ -139,14 +139,14 @@ class Cluster:
 
 
 def load_preset(name: str, **overrides) -> Cluster:
-    """The cluster preset ``conf/cluster/<name>.yaml`` (e.g. ``baechi_2080``), with overrides."""
+    """The cluster preset ``rlplace/conf/cluster/<name>.yaml`` (e.g. ``baechi_2080``), with overrides."""
     from rlplace.presets import load_preset as load
 
     return load("cluster", name, **overrides)
 
 
 # ------------------------------------------------------------------ cluster files (data only)
-# A cluster file has the format of ``conf/cluster/`` (and of what ``rlplace-calibrate`` writes),
+# A cluster file has the format of ``rlplace/conf/cluster/`` (and of what ``rlplace-calibrate`` writes),
 # but it is read as data: ``_target_`` may only name one of these constructors, each key is
 # checked against its fields, and nothing is instantiated by name.
 MAX_DEVICES = 4096

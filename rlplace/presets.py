@@ -1,4 +1,4 @@
-"""Named presets: the Hydra configs shipped in ``rlplace.conf`` (``conf/<group>/<name>.yaml``),
+"""Named presets: the Hydra configs shipped in ``rlplace.conf`` (``rlplace/conf/<group>/<name>.yaml``),
 instantiated from Python without running a Hydra app."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def preset_names(group: str) -> list[str]:
 
 
 def preset_config(group: str, name: str) -> DictConfig:
-    """The config ``conf/<group>/<name>.yaml``, not instantiated."""
+    """The config ``rlplace/conf/<group>/<name>.yaml``, not instantiated."""
     path = files("rlplace.conf").joinpath(group, f"{name}.yaml")
     if not path.is_file():
         raise ConfigError(f"unknown {group} preset {name!r} (known: {', '.join(preset_names(group))})")
@@ -28,7 +28,7 @@ def preset_config(group: str, name: str) -> DictConfig:
 
 
 def load_preset(group: str, name: str, seed: int = 0, **overrides):
-    """Instantiate ``conf/<group>/<name>.yaml`` with ``overrides`` merged in. ``seed`` fills
+    """Instantiate ``rlplace/conf/<group>/<name>.yaml`` with ``overrides`` merged in. ``seed`` fills
     the ``${seed}`` interpolation that presets share with the apps' top-level config."""
     node = OmegaConf.merge(preset_config(group, name), overrides)
     return instantiate_node(OmegaConf.create({"seed": seed, group: node}), group)

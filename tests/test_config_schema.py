@@ -1,5 +1,5 @@
 """One source of config defaults (issue 18 item 5): the apps' and groups' schemas are dataclasses
-in Hydra's ConfigStore (rlplace.apps.schema), the YAML under conf/ holds presets only, the
+in Hydra's ConfigStore (rlplace.apps.schema), the YAML under rlplace/conf/ holds presets only, the
 defaults of agents, backends, loggers and the trainer are the code's own, bad keys and values
 are one line and exit status 2, and --help lists only the app's groups without importing torch."""
 

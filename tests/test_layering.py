@@ -1,6 +1,6 @@
-"""Dependencies point one way (DESIGN.md): nothing that installs with rlplace (rlplace/, envs/,
-agents/, conf/) imports experiments/, and rlplace-reproduce runs where experiments/ cannot be
-imported, as it does when installed outside a checkout."""
+"""Dependencies point one way (DESIGN.md): nothing that installs with rlplace (rlplace/) imports
+experiments/, and rlplace-reproduce runs where experiments/ cannot be imported, as it does when
+installed outside a checkout."""
 
 import ast
 import json
@@ -13,7 +13,7 @@ import yaml
 
 from conftest import REPO
 
-INSTALLED = ["rlplace", "envs", "agents", "conf"]
+INSTALLED = ["rlplace"]
 
 
 def imported_modules(path: Path) -> list[str]:
@@ -45,7 +45,7 @@ def test_nothing_installed_imports_experiments():
 def test_no_config_names_code_under_experiments():
     """A config value such as a table's ``run:`` or a ``_target_:`` is imported by the apps."""
     offenders = [f"{path.relative_to(REPO)}: {value}"
-                 for path in sorted((REPO / "conf").rglob("*.yaml"))
+                 for path in sorted((REPO / "rlplace" / "conf").rglob("*.yaml"))
                  for value in strings(yaml.safe_load(path.read_text()))
                  if value.strip().startswith("experiments.")]
     assert offenders == []

@@ -1,5 +1,5 @@
 """Hydra sweepers: every app returns its objective, so Optuna (``hydra/sweeper=optuna`` and the
-presets in conf/hydra/sweeper/) optimizes it; the sweep's optimization_results.yaml holds the best
+presets in rlplace/conf/hydra/sweeper/) optimizes it; the sweep's optimization_results.yaml holds the best
 of the objectives its trials wrote."""
 
 import json

@@ -1,1 +1,7 @@
-"""Hydra entry points: rlplace-compare (and train, profile, reproduce as they land)."""
+"""Hydra entry points: rlplace-compare, -train, -profile, -reproduce and -calibrate. Importing
+this package registers the apps' schemas in Hydra's ConfigStore, so ``pkg://rlplace.conf``
+composes onto them (the configs themselves are data only)."""
+
+from rlplace.apps.schema import register
+
+register()

@@ -1,6 +1,6 @@
 """What the Hydra apps share: bad input becomes one line on stderr and exit status 2; a run
 never overwrites another run's results; log lines go to the console and the run's log file
-(conf/run.yaml, conf/hydra/job_logging/rlplace.yaml). The scripts under experiments/ get the
+(rlplace/conf/run.yaml, rlplace/conf/hydra/job_logging/rlplace.yaml). The scripts under experiments/ get the
 same one line for bad input from ``rlplace.errors``' ``ArgumentParser`` and ``run_script``."""
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from omegaconf.errors import OmegaConfBaseException, ValidationError
 from rlplace.errors import ConfigError, RlplaceError, fail
 from rlplace.options import rule_of
 
-# unique run directories (conf/run.yaml); cached, so that the jobs of a sweep share its directory
+# unique run directories (rlplace/conf/run.yaml); cached, so that the jobs of a sweep share its directory
 OmegaConf.register_new_resolver("rlplace.pid", os.getpid, replace=True, use_cache=True)
 
 
 def app_groups() -> str:
     """The config groups this app composes (its defaults list, as ``hydra.runtime.choices``
     has them) with their options, the chosen one starred: what ``--help`` lists
-    (conf/hydra/help/rlplace.yaml), where Hydra lists every group of the config package."""
+    (rlplace/conf/hydra/help/rlplace.yaml), where Hydra lists every group of the config package."""
     loader = GlobalHydra.instance().config_loader()
     lines = []
     for group, chosen in sorted(HydraConfig.get().runtime.choices.items()):

@@ -38,7 +38,7 @@ def profile_app(cfg: DictConfig, out_dir: Path) -> dict:
     check_ranges(cfg)
     knobs = OmegaConf.to_container(cfg.model, resolve=True)
     if not isinstance(knobs, dict) or "name" not in knobs:
-        raise ConfigError("model: needs a name (one of conf/model/)")
+        raise ConfigError("model: needs a name (one of rlplace/conf/model/)")
     name = knobs.pop("name")
     if "batch_size" not in knobs:
         raise ConfigError(f"model.batch_size: missing for model {name!r}")

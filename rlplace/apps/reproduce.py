@@ -10,7 +10,7 @@ paper's numbers, with the claims' verdicts.
     rlplace-reproduce table=celeritas_table3 record=true  # also copy to experiments/results/tables/
     rlplace-reproduce table=baechi_table3 why_only=true   # recorded run: refresh the `why` notes only
 
-Tables are configs in ``conf/table/``; their code lives in ``rlplace/apps/tables/`` (one module per
+Tables are configs in ``rlplace/conf/table/``; their code lives in ``rlplace/apps/tables/`` (one module per
 paper), installed with rlplace. Writes ``<table>.md``, ``results.json`` and the figures into the
 Hydra run directory; ``record`` and ``why_only`` work on the recorded runs under
 ``experiments/results/tables/`` and so need a source checkout. Progress: a bar per table row and

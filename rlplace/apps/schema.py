@@ -7,7 +7,7 @@ its schema, so an unknown key or a value of the wrong type fails at composition,
 Each default lives once: the agents' options in ``rlplace.agents.configs``, the trainer's in its
 ``TrainConfig``, a backend's or logger's in its constructor's signature, the environment's and
 Ray's in theirs. What is a preset (graph/, cluster/, model/, table/: a ``_target_`` with
-arguments, or a paper's table) stays YAML under ``conf/``.
+arguments, or a paper's table) stays YAML under ``rlplace/conf/``.
 
     ConfigStore            what it holds
     <app>_schema           CompareApp, TrainApp, ProfileApp, ReproduceApp: an app's own keys

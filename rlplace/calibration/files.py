@@ -1,6 +1,6 @@
 """What a calibration leaves behind for the other commands (issue 19, item 1): the calibrated
-cluster preset, a YAML file in the format of ``conf/cluster/`` (``cluster=file
-cluster.path=<file>``, or copied into ``conf/cluster/`` as ``cluster=<name>``), and the
+cluster preset, a YAML file in the format of ``rlplace/conf/cluster/`` (``cluster=file
+cluster.path=<file>``, or copied into ``rlplace/conf/cluster/`` as ``cluster=<name>``), and the
 cost-corrected graph, an OpGraph file (``graph=file graph.path=<file>``)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 tens of MB, fit the linear model ``latency + seconds_per_byte * bytes`` of Baechi, Celeritas and
 Pesto by least squares, report R², and save the fit as a cluster config.
 
-    python -m rlplace.tf.comm --devices 2 --output conf/cluster/local_cpu_fitted.yaml
+    python -m rlplace.tf.comm --devices 2 --output rlplace/conf/cluster/local_cpu_fitted.yaml
 
 Timing (``time_transfers``): a float32 variable on the source device is read and passed through
 a chain of ``hops`` Identity ops alternating between the source and the destination device, so
@@ -120,7 +120,7 @@ def time_transfers(src: str, dst: str, sizes: Sequence[int] = DEFAULT_SIZES, hop
 
 def cluster_yaml(fit: CommFit, num_devices: int, memory_bytes: int, prefix: str, name: str,
                  mode: str = "parallel", source: str = "") -> str:
-    """A cluster config like ``conf/cluster/local_cpu.yaml`` with the fitted CommModel."""
+    """A cluster config like ``rlplace/conf/cluster/local_cpu.yaml`` with the fitted CommModel."""
     comm = fit.comm_model(mode)
     lines = [f"# {name}: {num_devices} devices, CommModel fitted by rlplace.tf.comm {source}".rstrip(),
              f"# least squares over {len(fit.nbytes)} sizes ({fit.nbytes[0]} B .. {fit.nbytes[-1]} B): "

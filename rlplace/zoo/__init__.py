@@ -54,7 +54,7 @@ def _check_knob(key: str, value: Any, default: Any) -> None:
 
 
 def load_graph(name: str, seed: int = 0, **overrides):
-    """The graph preset ``conf/graph/<name>.yaml`` (``layered``, ``baechi_gnmt``, ...) with
+    """The graph preset ``rlplace/conf/graph/<name>.yaml`` (``layered``, ``baechi_gnmt``, ...) with
     overrides, or an OpGraph file when ``name`` ends in ``.json.gz``."""
     from rlplace.graph import OpGraph
     from rlplace.presets import load_preset

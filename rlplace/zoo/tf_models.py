@@ -1,7 +1,7 @@
 """The benchmark models of the four papers as TensorFlow training graphs (graph mode).
 
 One function per model; each returns a ``TFModel`` whose ``train_op`` runs one training step
-(forward, backward, optimizer update). The defaults are the papers' sizes; ``conf/model/*.yaml``
+(forward, backward, optimizer update). The defaults are the papers' sizes; ``rlplace/conf/model/*.yaml``
 holds CPU sizes that run in seconds. ``layer`` tags give the expert placements of the
 Hierarchical Planner paper (§4): for GNMT one LSTM layer per device, the embedding with the
 first layer, attention and softmax with the last; the CNNs carry no tags (one device). The

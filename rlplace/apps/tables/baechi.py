@@ -1,6 +1,6 @@
 """Baechi (SoCC'20) §5: Tables 2-5 and Figures 8-9, on the 4 × GTX 2080 preset.
 
-Each function takes the table config (``conf/table/baechi_*.yaml``) and a Context and returns a
+Each function takes the table config (``rlplace/conf/table/baechi_*.yaml``) and a Context and returns a
 TableOutput. Settings carry a ``family`` (``inception`` or ``gnmt``) that the claims use.
 """
 

@@ -99,7 +99,7 @@ def zoo_graph(model: str, knobs: Mapping[str, Any]) -> OpGraph:
 def build_setting(spec: Mapping[str, Any], device: str | None) -> Setting:
     """A table config's graph entry: ``model`` + ``knobs`` (zoo, analytical costs for
     ``device``), ``profile: baechi_gnmt`` (the Baechi authors' GTX 2080 profile) or ``graph``
-    + ``knobs`` (a ``conf/graph`` preset)."""
+    + ``knobs`` (a ``rlplace/conf/graph`` preset)."""
     key, label = spec["key"], spec.get("label", spec["key"])
     knobs = dict(spec.get("knobs", {}))
     if "model" in spec:
