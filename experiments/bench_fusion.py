@@ -80,7 +80,7 @@ def place(name: str, graph, cluster: Cluster, variant: str, coplacement: bool, *
     from rlplace.placers import make_placer
     from rlplace.sim import simulate
 
-    placer = make_placer(name, coplacement=coplacement, fusion=variant != "off",
+    placer = make_placer(name, coplacement=coplacement, fusion=variant != "off", single_fallback=False,
                          fusion_rule="lossless" if variant == "off" else variant, **options)
     start = time.perf_counter()
     placement = placer.place(graph, cluster)

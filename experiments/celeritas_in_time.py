@@ -54,7 +54,7 @@ VARIANTS: list[tuple[str, str, dict]] = [  # (label, placer, options)
 
 
 def run(name: str, options: dict, graph, cluster, bound: float) -> dict:
-    placer = make_placer(name, **options)
+    placer = make_placer(name, single_fallback=False, **options)  # the placers' own placements
     start = time.perf_counter()
     placement = placer.place(graph, cluster)
     seconds = time.perf_counter() - start
@@ -64,7 +64,7 @@ def run(name: str, options: dict, graph, cluster, bound: float) -> dict:
 
 
 def estimate(graph, cluster, in_time: bool) -> dict:
-    placer = make_placer("celeritas", fusion=False, memory_rounds=1, in_time=in_time)
+    placer = make_placer("celeritas", fusion=False, memory_rounds=1, in_time=in_time, single_fallback=False)
     r = simulate(graph, cluster, placer.place(graph, cluster))
     peak = placer.planned_peak / np.maximum(r.peak_memory, 1)
     return {"own_step_over_sim": placer.own_schedule.step_time / r.step_time,

@@ -53,8 +53,9 @@ from rlplace.zoo import default_profile_path
 
 RESULTS = Path(__file__).parent / "results"
 # the optimizer's own placements: its fallback to the plain graph (rlplace.placers.baechi) would hide what it does
-VARIANTS = {"off": {"coplacement": False, "fusion": False}, "on": {"optimizer_fallback": False},
-            "paper": {"coplacement_rule": "paper", "optimizer_fallback": False}}
+VARIANTS = {"off": {"coplacement": False, "fusion": False, "single_fallback": False},
+            "on": {"optimizer_fallback": False, "single_fallback": False},
+            "paper": {"coplacement_rule": "paper", "optimizer_fallback": False, "single_fallback": False}}
 PLACERS = ("m_etf", "m_sct")
 
 

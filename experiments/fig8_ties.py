@@ -38,11 +38,11 @@ PS = (1e-6, 0.2)
 
 def run_case(setting, cluster, placer: str, seeds: int) -> dict:
     g = setting.graph
-    base = simulate(g, cluster, make_placer(placer, seed=0).place(g, cluster)).step_time
+    base = simulate(g, cluster, make_placer(placer, seed=0, single_fallback=False).place(g, cluster)).step_time
     runs = []
     for p in PS:
         for seed in range(seeds):
-            step = simulate(g, cluster, make_placer(placer, seed=0).place(perturb(g, p, seed), cluster)).step_time
+            step = simulate(g, cluster, make_placer(placer, seed=0, single_fallback=False).place(perturb(g, p, seed), cluster)).step_time
             runs.append({"p": p, "seed": seed, "step_time": step, "ratio": step / base})
             print(f"{setting.key} {placer} p={p:g} seed={seed}: {step / base:.3f}", flush=True)
     return {"model": setting.key, "placer": placer, "base": base, "lower_bound": lower_bound(g, cluster), "runs": runs}

@@ -112,6 +112,9 @@ def main() -> None:
     parser.add_argument("--beside-seconds", type=float, default=MAX_SECONDS,
                         help="cap on the equal-wall-time search beside each run")
     parser.add_argument("--extra", nargs="*", default=[], help="more rlplace-train overrides for every run")
+    parser.add_argument("--heuristics-only", action="store_true",
+                        help="re-measure the heuristics of the recorded learned_targets.json in out_dir under "
+                             "today's placers and rewrite its md and png (the learned runs are kept)")
     args = parser.parse_args()
     budget = QUICK_BUDGET if args.quick else args.budget
     out_dir = Path(args.out_dir or ("outputs/learned_targets_quick" if args.quick else "outputs/learned_targets"))
@@ -127,6 +130,14 @@ def main() -> None:
         heuristics[name] = {"step_time": result.step_time, "oom": result.oom}
     fits = {k: v for k, v in heuristics.items() if not v["oom"]}
     best_heuristic = min((k for k in fits if k != "single"), key=lambda k: fits[k]["step_time"])
+    if args.heuristics_only:
+        summary = json.loads((out_dir / "learned_targets.json").read_text())
+        if best_heuristic != summary["best_heuristic"]:
+            parser.error(f"--heuristics-only: the best heuristic is now {best_heuristic}, was "
+                         f"{summary['best_heuristic']}: the warm runs would start elsewhere, run them again")
+        summary["heuristics"] = heuristics
+        write(summary, out_dir)
+        return
 
     records = []
     for name in args.runs.split(","):
@@ -153,6 +164,10 @@ def main() -> None:
     summary = {"setting": setting, "name": args.setting, "graph_ops": graph.num_ops, "heuristics": heuristics,
                "best_heuristic": best_heuristic, "lower_bound": lower_bound(graph, cluster),
                "beside_seconds": args.beside_seconds, "runs": records}
+    write(summary, out_dir)
+
+
+def write(summary: dict, out_dir: Path) -> None:
     (out_dir / "learned_targets.json").write_text(json.dumps(summary, indent=1, default=float))
     (out_dir / "learned_targets.md").write_text(markdown(summary))
     plot(summary, out_dir / "learned_targets.png")

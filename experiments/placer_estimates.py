@@ -39,7 +39,7 @@ def main() -> None:
     rows = []
     for label, graph, cluster in settings():
         for name, options in PLACERS:
-            placer = make_placer(name, **options)
+            placer = make_placer(name, single_fallback=False, **options)  # the placers' own estimates
             result = simulate(graph, cluster, placer.place(graph, cluster))
             own = placer.own_schedule.step_time
             rows.append({"setting": label, "placer": name, "own_step_time": own,

@@ -189,3 +189,20 @@ def test_options_for_a_placer_not_run_are_a_warning_not_silence(run, tmp_path):
                f"hydra.run.dir={tmp_path}/run")
     assert proc.returncode == 0, proc.stderr
     assert "placer_options.loca_search: loca_search is not among placers=['single']" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["placers=[single]", "+placer_options.single.device=99"], ["every placer failed", "single", "device 99"]),
+    (["placers=[single,local_search]", "+placer_options.single.device=99", "+placer_options.local_search.start=[]"],
+     ["every placer failed", "single", "device 99", "1 more"]),
+])
+def test_when_every_placer_fails_the_first_error_is_the_one_line(run, tmp_path, args, needles):
+    proc = run("compare", "graph.num_ops=20", *args, f"hydra.run.dir={tmp_path}")
+    assert_one_line_exit_2(proc, "rlplace-compare", needles)
+    assert len(json.loads((tmp_path / "results.json").read_text())) == len(args[0].split(","))
+
+
+def test_a_placer_option_may_set_the_seed_the_run_gives(run, tmp_path):
+    proc = run("compare", "graph.num_ops=20", "placers=[random]", "+placer_options.random.seed=7",
+               f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr

@@ -73,7 +73,8 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
                for name in names]  # every name is checked before any work starts
     placers += beside_placers(placers, graph, cluster, cfg.seed, backend, cfg.beside_seconds)
     records, placements = [], {}
-    for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False):
+    failures: list[str] = []  # when no placer places, the first failure is the run's one-line error
+    for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False, disable=None):  # a bar on a terminal
         start = time.perf_counter()
         try:
             placement = placer.place(graph, cluster)
@@ -81,18 +82,24 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
             result = backend.evaluate(graph, cluster, placement)
         except Exception as exc:  # noqa: BLE001 - one placer's failure must not cost the others
             error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-            tqdm.write(f"{PROG}: placer {name} failed: {error}", file=sys.stderr)  # above the bar
+            failures.append(f"{PROG}: placer {name} failed: {error}")
             records.append({"placer": name, "error": error, "placement_time": time.perf_counter() - start})
         else:
             records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
                             "ops_placed": getattr(placer, "nodes_placed", graph.num_ops), **_search_record(placer)})
             placements[name] = placement
+        if placements:  # once one placer has placed, failures are said as they come (above the bar)
+            for line in failures:
+                tqdm.write(line, file=sys.stderr)
+            failures.clear()
         (out_dir / "results.json").write_text(json.dumps(records, indent=1))  # keep what is done
 
     log.info(format_table(records, cluster))
     placed = [r for r in records if "error" not in r]
     if not placed:
-        raise PlacementError(f"every placer failed ({', '.join(names)}); the errors are in {out_dir / 'results.json'}")
+        first = records[0]
+        more = f"; {len(records) - 1} more in {out_dir / 'results.json'}" if len(records) > 1 else ""
+        raise PlacementError(f"every placer failed: {first['placer']}: {first['error']}{more}")
     best = min(placed, key=lambda r: (r["oom"], r["step_time"]))
     placements[best["placer"]].save(out_dir / "best_placement.json", graph, cluster)
     if cfg.plots:
@@ -131,7 +138,7 @@ def _placer(name: str, seed: int, options: dict, backend):
         from rlplace.agents.placer import PolicyPlacer
 
         return PolicyPlacer.from_spec(name)
-    return make_placer(name, seed=seed, backend=backend, **options)
+    return make_placer(name, **{"seed": seed, "backend": backend, **options})  # placer_options.<name>.seed wins
 
 
 def _search_record(placer) -> dict:

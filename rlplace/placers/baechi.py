@@ -36,6 +36,15 @@ placement the backward ops, most of the step, follow that placement: the optimiz
 up to 1.32x the plain one there (experiments/results/bench_fusion.md, experiments/README.md),
 while on sequential links it is up to 4x faster.
 
+``single_fallback`` (on by default for m-ETF and m-SCT; not in the paper): the whole graph on one
+device is weighed beside the placer's own placements (``rlplace.placers.fit``), so where the step
+fits one device the placer is never slower than ``single``. Greedy earliest-start choices on the
+forward ops alone (forward-only placement), or under a memory budget that ``fit_to_memory``
+shrank, can spread a graph that one device runs faster: before it, m-ETF and m-SCT were 1.07x
+and 1.17x ``single`` on the GNMT profile (baechi_2080) and up to 1.31x on Inception-V3 (Baechi
+Table 4 at full memory), and up to 1.47x on random training steps that fit one device
+(tests/test_never_slower_than_single.py).
+
 Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
 they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
 transfers and ops that take time, m-ETF's own schedule is exactly the simulator's schedule of its
@@ -64,7 +73,7 @@ from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
-from rlplace.placers.fit import fastest_fit
+from rlplace.placers.fit import fastest_fit, known_of_one_device, whole_graph_on_one_device
 from rlplace.placers.sct_lp import LP_METHODS, favorite_children
 from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
@@ -91,6 +100,7 @@ class _BaechiPlacer:
     optimizer_fallback: bool = True  # also place without co-placement and fusion; keep the faster
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
+    single_fallback: bool = True  # never slower than the whole graph on one device where that fits
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         if not 0 < self.memory_fraction <= 1:
@@ -107,13 +117,14 @@ class _BaechiPlacer:
         ways = (True, False) if optimizing and self.optimizer_fallback else (optimizing,)
         self._memo: dict = {}
         rounds: dict[bytes, dict] = {}  # each placement tried: what the placer knew of it
+        placed = whole_graph_on_one_device(graph, cluster) if self.single_fallback else []
         try:
-            device, _ = fastest_fit([lambda budget, optimize=optimize: self._place_within(
+            device, result = fastest_fit([lambda budget, optimize=optimize: self._place_within(
                 graph, cluster, budget, single_peak, optimize, rounds) for optimize in ways],
-                graph, cluster, caps, self.memory_rounds)
+                graph, cluster, caps, self.memory_rounds, placed)
         finally:
             self._memo = {}
-        vars(self).update(rounds[device.tobytes()])
+        vars(self).update(rounds.get(device.tobytes()) or dict(zip(_KNOWN, known_of_one_device(graph, result))))
         return Placement(device)
 
     def _once(self, key, make):
@@ -176,7 +187,10 @@ class MTopoPlacer(_BaechiPlacer):
     """m-TOPO (Baechi §2.2): ops in topological order fill device 0 up to the per-device cap
     (total memory / n + the largest op), then device 1, and so on; the last device takes what is
     left. An op's memory is its persistent, temporary and output bytes, as in §2.2; a colocation
-    group counts whole at its first op."""
+    group counts whole at its first op. ``single_fallback`` is off: m-TOPO packs memory and does
+    not schedule, and Baechi's tables show it slower than one device where the model fits."""
+
+    single_fallback: bool = False
 
     def _place_work(self, work, cluster, caps, optimized):
         n, ndev = work.num_ops, cluster.num_devices

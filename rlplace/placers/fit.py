@@ -8,6 +8,10 @@ runs over its memory places again with a smaller budget there, for a few rounds.
 is in the placer's own terms: the placer planned P bytes on the device, the simulator found S
 above the device's M, so the placer's estimate is short by S / P and it may plan M * P / S.
 A placement it returns as fitting fits in the simulator.
+
+``fastest_fit`` also weighs placements the caller hands it ready-made: the list schedulers hand
+it the whole graph on one device (``whole_graph_on_one_device``) where that runs within memory,
+so they are never slower than ``single`` where ``single`` fits (their ``single_fallback``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import numpy as np
 
 from rlplace.cluster import Cluster
 from rlplace.graph import OpGraph
-from rlplace.sim import StepResult, simulate
+from rlplace.sim import Schedule, StepResult, simulate
 
 
 def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], graph: OpGraph,
@@ -46,12 +50,35 @@ def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
 
 
 def fastest_fit(places: Sequence[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]], graph: OpGraph,
-                cluster: Cluster, budget: np.ndarray, rounds: int) -> tuple[np.ndarray, StepResult]:
-    """``fit_to_memory`` with each way to place in turn; the placement the simulator runs
-    fastest among those that fit (among all when none fits; the first on ties) and its result."""
+                cluster: Cluster, budget: np.ndarray, rounds: int,
+                placed: Sequence[tuple[np.ndarray, StepResult]] = ()) -> tuple[np.ndarray, StepResult]:
+    """``fit_to_memory`` with each way to place in turn, then the ``placed`` placements with
+    their results; the placement the simulator runs fastest among those that fit (among all
+    when none fits; the first on ties) and its result."""
     best = None
-    for place in places:
-        device, result = fit_to_memory(place, graph, cluster, budget, rounds)
+    for device, result in [fit_to_memory(place, graph, cluster, budget, rounds) for place in places] + list(placed):
         if best is None or (result.oom, result.step_time) < (best[1].oom, best[1].step_time):
             best = device, result
     return best
+
+
+def whole_graph_on_one_device(graph: OpGraph, cluster: Cluster) -> list[tuple[np.ndarray, StepResult]]:
+    """Every op on one device, for each kind of device (memory, speed) where the simulator runs
+    it within memory, with the simulator's result (its schedule traced: the placer's own
+    schedule of that placement)."""
+    out, seen = [], set()
+    for d, dev in enumerate(cluster.devices):
+        if (dev.memory_bytes, dev.speed) in seen:
+            continue
+        seen.add((dev.memory_bytes, dev.speed))
+        device = np.full(graph.num_ops, d, dtype=np.int64)
+        result = simulate(graph, cluster, device, trace=True)
+        if not result.oom:
+            out.append((device, result))
+    return out
+
+
+def known_of_one_device(graph: OpGraph, result: StepResult) -> tuple[int, np.ndarray, Schedule, np.ndarray]:
+    """What a list scheduler knows of a ``whole_graph_on_one_device`` placement it returns:
+    nodes placed, planned peak, own schedule (the simulator's) and its peak memory."""
+    return graph.num_ops, result.peak_memory, result.schedule, result.peak_memory

@@ -137,9 +137,15 @@ def cluster_of(table: Mapping[str, Any], memory_fraction: float | None = None,
     return cluster
 
 
+# The papers' list schedulers as the papers define them: the fallback to the whole graph on one
+# device is rlplace's (``single_fallback``, rlplace.placers.fit), so the tables turn it off and
+# show where the papers' algorithms lose to one device.
+PAPER_ALGORITHM = {name: {"single_fallback": False} for name in ("m_etf", "m_sct", "heft", "order_place", "celeritas")}
+
+
 def placer_options(setting: Setting, table: Mapping[str, Any], placer: str) -> dict:
-    """Options of ``placer`` for this setting: the table's, then the setting's."""
-    return {**table.get("placer_options", {}).get(placer, {}),
+    """Options of ``placer`` for this setting: the paper's algorithm, the table's, then the setting's."""
+    return {**PAPER_ALGORITHM.get(placer, {}), **table.get("placer_options", {}).get(placer, {}),
             **setting.spec.get("placer_options", {}).get(placer, {})}
 
 
