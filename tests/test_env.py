@@ -6,16 +6,18 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
 from rlplace.cluster import load_preset
 from rlplace.coarsen import CoarseGraph
 from rlplace.envs import DeviceMask, PlacementEnv, RelativeReward, observation_to_data
 from rlplace.envs.partial import PartialSchedule
-from rlplace.errors import ConfigError, PlacementError
+from rlplace.errors import ConfigError, PlacementError, RlplaceError
 from rlplace.placers import make_placer
 from rlplace.sim import simulate
-from rlplace.zoo import layered, linear_regression
+from rlplace.zoo import chain, layered, linear_regression
 
 ENV_ID = "rlplace/Placement-v0"
 
@@ -103,6 +105,35 @@ def test_bad_actions_raise_clear_errors(action, message):
     env.reset()
     with pytest.raises(PlacementError, match=message):
         env.step(action)
+
+
+ACTIONS = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3),
+                       lambda inner: st.lists(inner, max_size=12), max_leaves=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(action=ACTIONS, mode=st.sampled_from(["one_shot", "sequential"]))
+def test_any_action_is_taken_or_refused_with_a_project_error(action, mode):
+    """Ragged lists, strings, NaN, huge integers: a step or an RlplaceError, nothing else."""
+    env = make(mode=mode)
+    env.reset(seed=0)
+    try:
+        env.step(action)
+    except RlplaceError:
+        pass
+
+
+@pytest.mark.parametrize("reference", [-1.0, 0.0, math.nan, math.inf, True, 10**400, [1.0], None])
+def test_relative_reward_refuses_a_reference_that_is_no_step_time(reference):
+    with pytest.raises(ConfigError, match="RelativeReward: the reference"):
+        RelativeReward(make(), reference)
+
+
+def test_a_log_reward_of_a_zero_second_step_is_a_config_error():
+    env = make(graph=chain(3, compute_time=0.0, output_bytes=0), reward="log")
+    env.reset()
+    with pytest.raises(ConfigError, match="reward='log' needs a step time > 0"):
+        env.step(np.zeros(env.unwrapped.num_units, dtype=int))  # one device: no transfer, 0 s
 
 
 def test_step_after_the_end_needs_a_reset():

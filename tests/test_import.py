@@ -4,10 +4,12 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlplace.cluster import load_preset
 from rlplace.costs import op_costs
-from rlplace.errors import ConfigError, GraphError
+from rlplace.errors import ConfigError, GraphError, RlplaceError
 from rlplace.import_.fiddle import fiddle_graph, load_fiddle
 from rlplace.placers import make_placer
 from rlplace.sim import simulate
@@ -77,12 +79,44 @@ def test_fiddle_errors_name_the_problem(change, needle):
 
 
 def test_fiddle_file_errors(tmp_path):
-    with pytest.raises(GraphError, match="no such file"):
+    with pytest.raises(GraphError, match="missing.json: no such dnn-partitioning JSON file"):
         load_fiddle(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     with pytest.raises(GraphError, match="bad.json"):
         load_fiddle(bad)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**70) | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(where=st.sampled_from(["top", "node", "edge"]), key=st.sampled_from(
+    ["maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges", "id", "supportedOnFpga", "cpuLatency", "fpgaLatency",
+     "isBackwardNode", "colorClass", "size", "name", "sourceId", "destId", "cost", "whole"]),
+       index=st.integers(0, 3), value=JSON_VALUES)
+def test_fiddle_graph_raises_only_rlplace_errors(where, key, index, value):
+    """Any one value of the document replaced by any JSON value: an import or an RlplaceError."""
+    doc = fiddle_doc()
+    if where == "top":
+        if key == "whole":
+            doc = value
+        else:
+            doc[key] = value
+    else:
+        items = doc["nodes" if where == "node" else "edges"]
+        item = index % len(items)
+        if key == "whole":
+            items[item] = value
+        else:
+            items[item][key] = value
+    try:
+        fiddle_graph(doc)
+    except RlplaceError:
+        pass
 
 
 # ------------------------------------------------------------------------ PyTorch

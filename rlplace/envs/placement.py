@@ -115,6 +115,9 @@ def _minus(step_time: float) -> float:
 
 
 def _minus_log(step_time: float) -> float:
+    if not step_time > 0:
+        raise ConfigError(f"reward='log' needs a step time > 0, got {step_time!r} s (reward='linear' or 'sqrt' "
+                          "take a step of zero seconds)")
     return -math.log(step_time)
 
 
@@ -238,11 +241,11 @@ class PlacementEnv(gym.Env):
         if self._done:
             raise gym.error.ResetNeeded("the episode has ended: call reset() before step()")
         if self.mode == "one_shot":
-            self._placement[:] = self._check_action(np.asarray(action), (self.num_units,))
+            self._placement[:] = self._check_action(action, (self.num_units,))
             self._position = self.num_units
         else:
             unit = self.order[self._position]
-            self._placement[unit] = self._check_action(np.asarray(action), ())
+            self._placement[unit] = self._check_action(action, ())
             self._position += 1
             if self._partial is not None:
                 self._partial.place(unit, self._placement[unit])
@@ -334,7 +337,7 @@ class PlacementEnv(gym.Env):
         for each; the environment is left done, as after a one-shot ``step``."""
         if self.mode != "one_shot":
             raise ConfigError("step_batch needs mode='one_shot'")
-        actions = [self._check_action(np.asarray(action), (self.num_units,)) for action in actions]
+        actions = [self._check_action(action, (self.num_units,)) for action in actions]
         placements = [self.units.expand(action) for action in actions]
         results = self.evaluate_batch(placements)
         self._position, self._done = self.num_units, True
@@ -382,7 +385,11 @@ class PlacementEnv(gym.Env):
         return self.reward_of(result) if result.step_time > 0 else 0.0
 
     # ------------------------------------------------------------------------------ helpers
-    def _check_action(self, action: np.ndarray, shape: tuple) -> np.ndarray:
+    def _check_action(self, action, shape: tuple) -> np.ndarray:
+        try:
+            action = np.asarray(action)
+        except (ValueError, TypeError) as exc:  # ragged lists, objects numpy cannot hold
+            raise PlacementError(f"action is not an array of device indices ({str(exc).splitlines()[0]})") from None
         if action.shape != shape:
             what = f"one device per unit ({self.num_units})" if shape else "a single device index"
             raise PlacementError(f"action has shape {action.shape}; the {self.mode} mode takes {what}")

@@ -5,6 +5,8 @@ Both record their constructor arguments (``gymnasium.utils.RecordConstructorArgs
 
 from __future__ import annotations
 
+import math
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -28,7 +30,14 @@ class RelativeReward(gym.RewardWrapper, gym.utils.RecordConstructorArgs):
             if result.oom:
                 raise ConfigError(f"reference placer {reference!r} runs out of memory on {base.graph.name!r}")
             reference = result.step_time
-        self.reference_step_time = float(reference)
+        try:
+            seconds = math.nan if isinstance(reference, bool) else float(reference)
+        except (TypeError, ValueError, OverflowError):
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ConfigError(f"RelativeReward: the reference must be a placer's name or a step time > 0 "
+                              f"(seconds), got {reference!r}")
+        self.reference_step_time = seconds
         self.scale = abs(base.reward_of_step_time(self.reference_step_time))
         if not self.scale > 0:
             raise ConfigError(f"the reference step time {reference} gives a zero reward: nothing to divide by")

@@ -31,6 +31,7 @@ lists those nodes.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,26 @@ from typing import Any
 
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.errors import GraphError
-from rlplace.graph import OpGraph
+from rlplace.datafile import read_bounded
+from rlplace.graph import DEFAULT_MAX_FILE_BYTES, OpGraph
 
-NODE_KEYS = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode", "size")
-EDGE_KEYS = ("sourceId", "destId", "cost")
+# The document's keys and what each must hold; a key marked optional may be absent or null.
+TOP_KEYS = {"maxSizePerFPGA": "size", "maxFPGAs": "count", "maxCPUs": "count", "nodes": "list", "edges": "list"}
+NODE_KEYS = {"id": "id", "supportedOnFpga": "flag", "cpuLatency": "size", "fpgaLatency": "size",
+             "isBackwardNode": "flag", "size": "size"}
+NODE_OPTIONAL = {"colorClass": "id", "name": "id"}
+EDGE_KEYS = {"sourceId": "id", "destId": "id", "cost": "size"}
+EDGE_OPTIONAL = {"size": "size"}
+MAX_DEVICES = 4096
+_KINDS = {  # kind: (test, what the message says it must be)
+    "id": (lambda v: isinstance(v, (int, str)) and not isinstance(v, bool), "an integer or a string"),
+    "flag": (lambda v: isinstance(v, (bool, int)) and v in (0, 1), "true/false or 0/1"),
+    "size": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) and v >= 0,
+             "a finite number >= 0"),
+    "count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_DEVICES,
+              f"an integer in [0, {MAX_DEVICES}]"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+}
 
 
 @dataclass
@@ -57,11 +74,10 @@ def load_fiddle(path: str | Path, time_unit: float = 1e-3, include_cpus: bool = 
     """Read a dnn-partitioning JSON file. ``time_unit``: seconds per unit of the latencies and
     costs (milliseconds in the published files). Problems are GraphErrors naming the file."""
     path = Path(path)
+    raw = read_bounded(Path(path), DEFAULT_MAX_FILE_BYTES, GraphError, "dnn-partitioning JSON file")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GraphError(f"{path}: no such file") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, huge ints
         raise GraphError(f"{path}: not a JSON file ({exc})") from None
     try:
         return fiddle_graph(doc, path.stem, time_unit, include_cpus, comm_mode)
@@ -73,18 +89,8 @@ def fiddle_graph(doc: dict[str, Any], name: str = "fiddle", time_unit: float = 1
                  include_cpus: bool = False, comm_mode: str = "parallel") -> FiddleImport:
     """The OpGraph and Cluster of a parsed dnn-partitioning document."""
     start = time.perf_counter()
-    for key in ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges"):
-        if key not in doc:
-            raise GraphError(f"missing key {key!r}")
+    _check_document(doc)
     nodes, edges = doc["nodes"], doc["edges"]
-    for k, node in enumerate(nodes):
-        missing = [key for key in NODE_KEYS if key not in node]
-        if missing:
-            raise GraphError(f"node {node.get('id', k)!r}: missing key {missing[0]!r}")
-    for k, edge in enumerate(edges):
-        missing = [key for key in EDGE_KEYS if key not in edge]
-        if missing:
-            raise GraphError(f"edge {k}: missing key {missing[0]!r}")
 
     names = {node["id"]: str(node.get("name", f"node{node['id']}")) for node in nodes}
     if len(names) != len(nodes):
@@ -128,6 +134,39 @@ def fiddle_graph(doc: dict[str, Any], name: str = "fiddle", time_unit: float = 1
     cluster = _cluster(doc, nodes, comm, include_cpus, name)
     cpu_only = [names[n["id"]] for n in nodes if not n["supportedOnFpga"]]
     return FiddleImport(graph, cluster, cpu_only, time.perf_counter() - start)
+
+
+def _check_document(doc: Any) -> None:
+    """Every key the import reads is there and holds what it must (GraphError naming it)."""
+    if not isinstance(doc, dict):
+        raise GraphError(f"not a dnn-partitioning document (a JSON object, got {type(doc).__name__})")
+    _check_fields(doc, TOP_KEYS, {}, "")
+    for what, items, keys, optional in (("node", doc["nodes"], NODE_KEYS, NODE_OPTIONAL),
+                                        ("edge", doc["edges"], EDGE_KEYS, EDGE_OPTIONAL)):
+        for k, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise GraphError(f"{what} {k}: must be a JSON object, got {type(item).__name__}")
+            _check_fields(item, keys, optional, f"{what} {k}: ")
+
+
+def _check_fields(item: dict, keys: dict[str, str], optional: dict[str, str], where: str) -> None:
+    for key, kind in [*keys.items(), *optional.items()]:
+        if key not in item:
+            if key in keys:
+                raise GraphError(f"{where}missing key {key!r}")
+            continue
+        value = item[key]
+        test, wanted = _KINDS[kind]
+        if not (key in optional and value is None) and not test(value):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise GraphError(f"{where}{key} must be {wanted}, got {shown}")
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _unique(rows: list[tuple]) -> list[tuple]:
