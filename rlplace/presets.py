@@ -6,12 +6,12 @@ from __future__ import annotations
 from importlib.resources import files
 
 from hydra.errors import InstantiationException
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlplace.errors import ConfigError, RlplaceError
-from rlplace.options import first_line
+from rlplace.options import checked, first_line
 
 
 def preset_names(group: str) -> list[str]:
@@ -35,8 +35,11 @@ def load_preset(group: str, name: str, seed: int = 0, **overrides):
 
 
 def instantiate_node(cfg: DictConfig, key: str):
-    """``hydra.utils.instantiate(cfg[key])``; failures become errors that name ``key``."""
+    """``hydra.utils.instantiate(cfg[key])``; failures become errors that name ``key``. The
+    node's plain arguments are first checked against its target's signature
+    (``rlplace.options.checked``), so ``graph.num_ops=2.5`` names the key and the value."""
     try:
+        _check_arguments(cfg[key], key)
         return instantiate(cfg[key])
     except InstantiationException as exc:
         cause = exc.__cause__
@@ -45,3 +48,16 @@ def instantiate_node(cfg: DictConfig, key: str):
         raise ConfigError(f"{key}: {first_line(cause if cause is not None else exc)}") from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"{key}: {first_line(exc)}") from None
+
+
+def _check_arguments(node, key: str) -> None:
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        return
+    try:
+        target = get_object(str(node._target_))
+    except (ImportError, AttributeError, ValueError, InstantiationException):
+        return  # instantiate says why, naming the key
+    plain = OmegaConf.to_container(node, resolve=True)
+    args = {k: v for k, v in plain.items() if not k.startswith("_") and not isinstance(v, dict)}
+    if callable(target):
+        checked(target, args, key)

@@ -206,3 +206,13 @@ def test_a_placer_option_may_set_the_seed_the_run_gives(run, tmp_path):
     proc = run("compare", "graph.num_ops=20", "placers=[random]", "+placer_options.random.seed=7",
                f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("where", ["file", "under_file", "proc"])
+def test_a_run_directory_that_cannot_be_made_is_one_line(run, tmp_path, where):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    path = {"file": blocker, "under_file": blocker / "sub", "proc": "/proc/rlplace_run"}[where]
+    proc = run("compare", "graph.num_ops=20", "placers=[single]", f"hydra.run.dir={path}")
+    assert_one_line_exit_2(proc, "rlplace-compare", ["cannot make the run directory", str(path), "hydra.run.dir"])
+    assert blocker.read_text() == "not a directory"

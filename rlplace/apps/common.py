@@ -92,6 +92,11 @@ def run_app(hydra_main: Callable[[], None], prog: str) -> None:
         if _task_started or user_wants_full_error or not composing:
             raise
         fail(prog, composition_error(exc))
+    except OSError as exc:  # Hydra makes the run directory before the task starts
+        if _task_started or user_wants_full_error:
+            raise
+        fail(prog, f"cannot make the run directory {exc.filename} ({exc.strerror}; give another "
+                   "hydra.run.dir, or hydra.sweep.dir with --multirun)")
     finally:
         if not user_wants_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
