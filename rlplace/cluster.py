@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from rlplace.datafile import brief, finite_number, load_yaml_data
 from rlplace.errors import ConfigError
 
 COMM_MODES = ("parallel", "sequential")
@@ -172,8 +173,6 @@ def load_cluster_file(path: str | Path) -> Cluster:
     the calibrated preset ``rlplace-calibrate`` writes: read as data (``rlplace.datafile``) and
     built by ``cluster_from_data``, never instantiated. Every problem is a ConfigError naming
     the file and the key."""
-    from rlplace.datafile import load_yaml_data
-
     try:
         data = load_yaml_data(path, ConfigError, "cluster preset file")
     except ConfigError as exc:  # names the file already
@@ -194,7 +193,7 @@ def cluster_from_data(data: Any, follow_files: bool = True) -> Cluster:
     target = _OLD_NAMES.get(target, target) if isinstance(target, str) else target
     allowed = (_HOMOGENEOUS, _CLUSTER, _FILE) if follow_files else (_HOMOGENEOUS, _CLUSTER)
     if target not in allowed:
-        raise ConfigError(f"_target_: {_brief(target)} is not a cluster constructor (a cluster "
+        raise ConfigError(f"_target_: {brief(target)} is not a cluster constructor (a cluster "
                           f"preset here names one of {', '.join(allowed)})")
     args = _arguments(data, target, "")
     if target == _FILE:
@@ -220,14 +219,14 @@ def _arguments(data: Any, target: str, prefix: str) -> dict:
         raise ConfigError(f"{prefix.rstrip('.')}: must be a mapping of keys, got {_kind(data)}")
     given = data.get("_target_", target)
     if not isinstance(given, str) or _OLD_NAMES.get(given, given) != target:
-        raise ConfigError(f"{prefix}_target_: must be {target} here, got {_brief(given)}")
+        raise ConfigError(f"{prefix}_target_: must be {target} here, got {brief(given)}")
     fields = _FIELDS[target]
     args = {}
     for key, value in data.items():
         if key == "_target_" or key in _HYDRA_KEYS:
             continue
         if key not in fields:
-            raise ConfigError(f"{prefix}{_brief(key)}: not a key of {target} (known: {', '.join(fields)})")
+            raise ConfigError(f"{prefix}{brief(key)}: not a key of {target} (known: {', '.join(fields)})")
         args[key] = _checked_value(value, fields[key], f"{prefix}{key}")
     for key in _REQUIRED.get(target, ()):
         if key not in args:
@@ -238,31 +237,16 @@ def _arguments(data: Any, target: str, prefix: str) -> dict:
 def _checked_value(value: Any, kind: str, key: str) -> Any:
     ok = {"str": isinstance(value, str),
           "int": isinstance(value, int) and not isinstance(value, bool),
-          "number": isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value),
+          "number": finite_number(value),
           "comm": isinstance(value, Mapping),
           "devices": isinstance(value, list) and 0 < len(value) <= MAX_DEVICES}[kind]
     if not ok:
         wanted = {"str": "a string", "int": "an integer", "number": "a finite number",
                   "comm": "a mapping (latency, seconds_per_byte, mode)",
                   "devices": f"a list of 1 to {MAX_DEVICES} devices"}[kind]
-        raise ConfigError(f"{key}: must be {wanted}, got {_brief(value)}")
+        raise ConfigError(f"{key}: must be {wanted}, got {brief(value)}")
     return value
-
-
-def _finite(value: int | float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int past float's range
-        return False
 
 
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
-
-
-def _brief(value: Any) -> str:
-    """A short repr of untrusted input for an error message."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of {value.bit_length()} bits"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -8,6 +8,7 @@ its reader. Nothing read here is handed to ``hydra.utils.instantiate`` or unpick
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import stat
@@ -87,3 +88,22 @@ def load_yaml_data(path: str | Path, error: type[RlplaceError], what: str,
     except (yaml.YAMLError, RecursionError) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise error(f"{path}: not a {what} ({detail})") from None
+
+
+def finite_number(value: Any) -> bool:
+    """An int or float (never a bool) that is finite, without overflowing on a huge int."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        return False
+
+
+def brief(value: Any, width: int = 60) -> str:
+    """A short repr of untrusted input for an error message (a huge int by its size: its repr
+    may be refused, past Python's digit limit)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."

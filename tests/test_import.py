@@ -78,6 +78,13 @@ def test_fiddle_errors_name_the_problem(change, needle):
         fiddle_graph(doc)
 
 
+def test_a_fiddle_number_past_python_s_digit_limit_is_named_by_its_size():
+    doc = fiddle_doc()
+    doc["nodes"][0]["size"] = 10**5000  # its repr would raise ValueError
+    with pytest.raises(GraphError, match="node 0: size must be a finite number >= 0, got an integer of 16610 bits"):
+        fiddle_graph(doc)
+
+
 def test_fiddle_file_errors(tmp_path):
     with pytest.raises(GraphError, match="missing.json: no such dnn-partitioning JSON file"):
         load_fiddle(tmp_path / "missing.json")

@@ -31,7 +31,6 @@ lists those nodes.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from typing import Any
 
 from rlplace.cluster import Cluster, CommModel, Device
 from rlplace.errors import GraphError
-from rlplace.datafile import read_bounded
+from rlplace.datafile import brief, finite_number, read_bounded
 from rlplace.graph import DEFAULT_MAX_FILE_BYTES, OpGraph
 
 # The document's keys and what each must hold; a key marked optional may be absent or null.
@@ -53,7 +52,7 @@ MAX_DEVICES = 4096
 _KINDS = {  # kind: (test, what the message says it must be)
     "id": (lambda v: isinstance(v, (int, str)) and not isinstance(v, bool), "an integer or a string"),
     "flag": (lambda v: isinstance(v, (bool, int)) and v in (0, 1), "true/false or 0/1"),
-    "size": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) and v >= 0,
+    "size": (lambda v: finite_number(v) and v >= 0,
              "a finite number >= 0"),
     "count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_DEVICES,
               f"an integer in [0, {MAX_DEVICES}]"),
@@ -158,15 +157,7 @@ def _check_fields(item: dict, keys: dict[str, str], optional: dict[str, str], wh
         value = item[key]
         test, wanted = _KINDS[kind]
         if not (key in optional and value is None) and not test(value):
-            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            raise GraphError(f"{where}{key} must be {wanted}, got {shown}")
-
-
-def _finite(value: int | float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
+            raise GraphError(f"{where}{key} must be {wanted}, got {brief(value, 40)}")
 
 
 def _unique(rows: list[tuple]) -> list[tuple]:
