@@ -18,7 +18,7 @@ hill-climb (issue 15, items 5 and 6).
    placement, and the same placement replayed by a plain event loop with work-conserving
    channels (a transfer starts whenever both its channels are idle, oldest request first) and
    with the placer's own op and transfer orders, to separate the simulator's channel rule
-   (DESIGN.md: a transfer reserves both channels first come first served when its producer
+   (docs/design.md: a transfer reserves both channels first come first served when its producer
    ends) from m-ETF's decisions.
 
 3. **The hill-climb target** (issue 15 item 6): a 2,000-simulation hill-climb

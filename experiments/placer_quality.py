@@ -7,7 +7,7 @@ profile and the TensorFlow zoo models.
     ... --only 'layered10000*' --budget 2000 --seed 0
 
 Every step time comes from the simulator (``rlplace.sim.simulate``), never from a placer's own
-estimate. The lower bound is DESIGN.md's: max(longest compute-only path, total compute / number
+estimate. The lower bound is docs/design.md's: max(longest compute-only path, total compute / number
 of devices), with device speeds. The hill-climb is the ``local_search`` placer
 (``rlplace.placers.search``): it moves colocation units (a colocation group or a lone op) or
 contiguous runs of them between devices and keeps a move when the step time does not get worse
@@ -277,7 +277,7 @@ def markdown(results: dict) -> str:
              f"{s['budget']} simulations per start, seed {s['seed']}; run time "
              f"{results['run_time_s'] / 60:.1f} min on this 2-core machine (shared with other jobs).", "",
              "- **lower bound (LB)**: max(longest compute-only path, total compute / number of "
-             "devices), with device speeds (DESIGN.md); it ignores communication.",
+             "devices), with device speeds (docs/design.md); it ignores communication.",
              "- **hill-climb (HC)**: the `local_search` placer from the placer's own placement: each "
              "round draws 4 candidates, each moving one colocation unit to another device or a "
              "contiguous run of up to 5% of the units (in topological order) to one device, and "

@@ -4,7 +4,7 @@ Transfer time follows the linear model of Baechi, Celeritas and Pesto:
 ``t = latency + bytes * seconds_per_byte``. ``mode`` says whether a device may move several
 tensors at once (``parallel``) or owns one send and one receive channel served first come first
 served (``sequential``, Baechi §3.4). ``memory_model`` says how buffers are counted
-(``rlplace.schedule.aliases``): ``default`` gives every output its own buffer (DESIGN.md's
+(``rlplace.schedule.aliases``): ``default`` gives every output its own buffer (docs/design.md's
 rules); ``tf_reuse`` follows TensorFlow's executor, where an output may share an input's buffer
 (views, in-place forwarding). Presets of the papers' machines are Hydra configs in
 ``rlplace/conf/cluster/``; ``load_preset`` reads one from Python.

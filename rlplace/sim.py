@@ -1,6 +1,6 @@
 """The execution simulator: runs one training step of a placed OpGraph on a Cluster.
 
-It follows Baechi's execution simulator (Baechi §4.2), made precise in DESIGN.md:
+It follows Baechi's execution simulator (Baechi §4.2), made precise in docs/design.md:
 
 * Each device has one compute queue and runs one op at a time, ``compute_time / speed`` long.
   An op is ready on its device once every input is present there; among its ready ops a device
@@ -153,7 +153,7 @@ def _costs(graph: OpGraph, compute_time) -> np.ndarray:
 
 
 def lower_bound(graph: OpGraph, cluster: Cluster) -> float:
-    """DESIGN.md's lower bound on any placement's step time: max(the longest compute-only path
+    """docs/design.md's lower bound on any placement's step time: max(the longest compute-only path
     on the fastest device, total compute / the devices' summed speed). Communication and memory
     are ignored."""
     speeds = cluster.speeds

@@ -1,4 +1,4 @@
-"""Dependencies point one way (DESIGN.md): nothing that installs with rlplace (rlplace/) imports
+"""Dependencies point one way (docs/design.md): nothing that installs with rlplace (rlplace/) imports
 experiments/, and rlplace-reproduce runs where experiments/ cannot be imported, as it does when
 installed outside a checkout."""
 

@@ -1,6 +1,6 @@
 """The execution model shared by the simulator and the list-scheduling placers.
 
-Readable oracles, in plain Python from DESIGN.md and Baechi §2.3: ``literal_simulate`` (the
+Readable oracles, in plain Python from docs/design.md and Baechi §2.3: ``literal_simulate`` (the
 simulator's event loop, under either memory model) and ``literal_m_etf`` (the list scheduler).
 The compiled versions must give the same schedules; m-ETF's own schedule must be what the
 simulator says of its placement.
@@ -59,7 +59,7 @@ def literal_peaks(g: OpGraph, ndev: int, buffers: list[tuple[int, int, float, fl
 
 
 def literal_simulate(g: OpGraph, c: Cluster, device: list[int]):
-    """DESIGN.md's simulator, step by step: returns op starts, op ends, peak memory (under the
+    """docs/design.md's simulator, step by step: returns op starts, op ends, peak memory (under the
     cluster's memory model)."""
     n, ndev, seq = g.num_ops, c.num_devices, c.comm.mode == "sequential"
     xtime = [float(c.comm.transfer_time(b)) for b in g.tensor_bytes]
@@ -141,7 +141,7 @@ def literal_shared(g: OpGraph) -> dict[int, int]:
 
 
 def literal_buffers(g, device, start, end, transfers, shared=None):
-    """Every buffer (device, bytes, from, to) of a schedule, by DESIGN.md's memory rules; with
+    """Every buffer (device, bytes, from, to) of a schedule, by docs/design.md's memory rules; with
     ``shared`` (tensor -> input tensor, TensorFlow's rules), a tensor that shares an input's
     buffer has none of its own and keeps the shared one (its producer's or the copy received on
     its device) until its own readers and transfers are done."""

@@ -1,4 +1,4 @@
-"""The execution simulator against DESIGN.md's semantics: hand-computed schedules and memory,
+"""The execution simulator against docs/design.md's semantics: hand-computed schedules and memory,
 and properties that must hold for every graph and placement."""
 
 from dataclasses import replace
@@ -154,7 +154,7 @@ def _check_schedule(g: OpGraph, c: Cluster, dev: np.ndarray, r):
     dur = g.compute_time / c.speeds[dev]
     eps = 1e-9
     np.testing.assert_allclose(s.op_end - s.op_start, dur)
-    # lower bounds of DESIGN.md
+    # lower bounds of docs/design.md
     longest = np.zeros(g.num_ops)
     for i in range(g.num_ops):
         longest[i] = dur[i] + max((longest[p] for p in g.predecessors(i)), default=0.0)

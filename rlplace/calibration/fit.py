@@ -1,6 +1,6 @@
 """Fit the simulator to measured step times by least squares (issue 19, item 1).
 
-The parameters are those the simulator has (DESIGN.md, "Simulator semantics"), as seen from
+The parameters are those the simulator has (docs/design.md), as seen from
 inside a real step:
 
 * ``latency`` and ``seconds_per_byte`` of the CommModel: what one cross-device tensor costs in

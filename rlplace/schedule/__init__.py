@@ -1,6 +1,6 @@
 """The execution model shared by the simulator and the list-scheduling placers.
 
-One model of a training step (DESIGN.md, "Simulator semantics"): per-device compute queues,
+One model of a training step (docs/design.md): per-device compute queues,
 transfer channels, tensors sent once per destination and cached, memory live ranges and idle
 slots. ``model.Model`` is its state, a struct of arrays built once per graph and cluster
 (``new_model``); ``ops`` are the compiled operations on it; ``trace`` turns a finished model

@@ -9,7 +9,7 @@ receiver's receive channel are both free, first come first served, Baechi §3.4)
 ``book_transfer`` books one. A placer asks ``arrival`` when an op's inputs would all be on a
 device if it went there now, and ``book_inputs`` books those transfers.
 
-Memory (DESIGN.md): a buffer is live from its allocation up to, not including, its release; one
+Memory (docs/design.md): a buffer is live from its allocation up to, not including, its release; one
 allocated and released at the same instant counts at that instant. The simulator changes the
 live bytes as events happen (``alloc``, ``free``, ``free_buffer``) and takes the peak when an
 instant is over (``end_instant``). A placer decides before all releases are known:

@@ -1,5 +1,5 @@
 """A finished schedule as data (``Schedule``), and what follows from it: the step time and the
-peak memory per device (DESIGN.md's memory rules), computed the same way for the simulator's
+peak memory per device (docs/design.md's memory rules), computed the same way for the simulator's
 schedule and for a placer's own."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def schedule_of(m: Model, graph: OpGraph) -> Schedule:
 
 def memory_peaks(graph: OpGraph, num_devices: int, schedule: Schedule,
                  memory_model: str = "default") -> np.ndarray:
-    """Peak bytes per device of ``schedule`` under DESIGN.md's rules: persistent bytes all step;
+    """Peak bytes per device of ``schedule`` under docs/design.md's rules: persistent bytes all step;
     an op's temporaries and unread outputs while it runs; an output from its producer's start
     until its last reader there has finished and its transfers are done; a received copy from
     its transfer's start until its last reader there has finished. A buffer is live from its
