@@ -20,6 +20,8 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
   evaluations and its verdict, per graph and start, from experiments/results/equal_evaluations.json
   (experiments/equal_evaluations.py, whose verdicts it uses); ``learned_vs_search``: the cells
   that meet their target, in a sentence, from the same json;
+- ``learned_listsched``: the pretrained ``learned`` placer on the held-out test family, from
+  experiments/results/learned_listsched.json (experiments/learned_listsched.py);
 - ``learned_baechi_gnmt``, ``learned_gnmt4_p100``: the learned runs of experiments/learned_targets.py
   on one setting against the best heuristic and the local search beside each run, from
   experiments/results/learned/<setting>/learned_targets.json.
@@ -162,7 +164,26 @@ def learned_targets(results: Path, setting: str) -> str:
                                f"run and the search at equal evaluations (`results/learned/{setting}/`).\n")
 
 
-GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "search": search, "fidelity": fidelity,
+def learned_listsched(results: Path) -> str:
+    recorded = json.loads((results / "learned_listsched.json").read_text())
+    seeds, summary = recorded["seeds"], recorded["summary"]
+
+    def spread(key: str, fmt: str = "{:.2f}") -> str:
+        vals = [summary[seed][key] for seed in seeds]
+        return f"{fmt.format(float(np.median(vals)))} ({fmt.format(min(vals))}-{fmt.format(max(vals))})"
+
+    slower = [summary[seed]["slower_than_single_where_it_fits"] for seed in seeds]
+    return (f"- zero-shot, one placement: {spread('zero_shot_gmean')}x the best heuristic of each graph (geometric "
+            f"mean; median over {len(seeds)} training seeds, range), at worst {spread('zero_shot_max')}x; the policy "
+            f"alone (no single-device fallback) {spread('policy_gmean')}x; slower than `single` where `single` fits: "
+            f"{max(slower)} graphs of {len(recorded['graphs'])}\n"
+            f"- with 50 evaluations: {spread('tuned_over_search_gmean', '{:.3f}')}x a 50-evaluation local search "
+            f"from the best heuristic\n"
+            f"- placement time at {recorded['timing']['ops']:,} ops: {recorded['timing']['median_seconds']:.2f} s "
+            f"(this CPU)\n\n(`experiments/results/learned_listsched.md`)\n")
+
+
+GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "learned_listsched": learned_listsched, "search": search, "fidelity": fidelity,
                                                "sb3": sb3, "equal_evaluations": equal_evaluations,
                                                "learned_vs_search": learned_vs_search,
                                                "learned_baechi_gnmt": partial(learned_targets, setting="baechi_gnmt"),

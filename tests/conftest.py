@@ -6,8 +6,9 @@ import pytest
 import torch
 from hypothesis import settings, strategies as st
 
-from rlplace.graph import CONTROL, OpGraph
+from rlplace.graph import OpGraph
 from rlplace.zoo.baechi import default_profile_path
+from rlplace.zoo.synthetic import training_step as training_graph  # noqa: F401  (tests import it from here)
 
 settings.register_profile("rlplace", deadline=None, max_examples=60)
 settings.load_profile("rlplace")
@@ -75,101 +76,3 @@ def assert_graphs_equal(a: OpGraph, b: OpGraph):
     assert [a.op_record(i) for i in range(a.num_ops)] == [b.op_record(i) for i in range(b.num_ops)]
     assert a.edge_records() == b.edge_records()
     np.testing.assert_array_equal(a.out_ptr, b.out_ptr)
-
-
-# ------------------------------------------------------------------------------ training-like graphs
-def training_graph(seed: int, continuous: bool = False, layers: int | None = None) -> OpGraph:
-    """A random training step: forward layers (some with a weight: a variable and its read,
-    colocated), skip connections and elementwise chains, a loss; the backward pass (one gradient
-    op per forward input, naming its forward op, reading the forward inputs; a gradient sum
-    where a forward output has several readers); per weight an Adam-like slot variable and an
-    update op colocated with the variable, reading the weight gradient; sometimes a global step
-    (a variable and its increment, colocated, after every update, which a decaying learning rate
-    may read). Costs are drawn from a few values (ties, like unprofiled ops) or, with
-    ``continuous``, from a log-uniform range."""
-    rng = np.random.default_rng(seed)
-    n_layers = layers or int(rng.integers(2, 9))
-    ops, edges, size = [], [], {}
-
-    def add(name, t, out, persistent=0, temporary=0, **extra):
-        ops.append({"name": name, "compute_time": float(t), "persistent_bytes": int(persistent),
-                    "temporary_bytes": int(temporary), "output_bytes": list(out), **extra})
-        size[name] = out[0] if out else 0
-        return name
-
-    def cost():
-        if continuous:
-            return float(np.exp(rng.uniform(np.log(1e-6), np.log(2e-3))))
-        return float(rng.choice([1e-6, 5e-6, 2e-5, 1e-4, 5e-4, 2e-3], p=[.2, .2, .2, .2, .1, .1]))
-
-    def tiny():
-        return 1e-6 * (1 + rng.random()) if continuous else 1e-6
-
-    def nbytes():
-        return int(rng.choice([4, 1_000, 100_000, 1_000_000, 4_000_000]))
-
-    inputs = {}  # forward op -> its data inputs
-    acts = [add("input", tiny(), [nbytes()])]
-    weights = []
-    for i in range(n_layers):
-        srcs = [acts[-1]]
-        if len(acts) > 1 and rng.random() < 0.4:  # a skip connection
-            srcs.append(acts[int(rng.integers(0, len(acts) - 1))])
-        if rng.random() < 0.7:
-            w = add(f"w{i}", tiny(), [0], persistent=nbytes(), colocation_group=f"w{i}")
-            r = add(f"w{i}/read", tiny(), [nbytes()], colocation_group=f"w{i}")
-            edges.append((w, r, 0))
-            weights.append((w, r))
-            srcs.insert(1, r)
-        y = add(f"f{i}", cost(), [nbytes()], temporary=nbytes())
-        edges += [(p, y, size[p]) for p in srcs]
-        inputs[y] = srcs
-        if rng.random() < 0.3:  # an elementwise op after it
-            z = add(f"f{i}/act", cost(), [nbytes()])
-            edges.append((y, z, size[y]))
-            inputs[z] = [y]
-            y = z
-        acts.append(y)
-    loss = add("loss", 1e-5, [4])
-    edges.append((acts[-1], loss, size[acts[-1]]))
-    inputs[loss] = [acts[-1]]
-
-    readers: dict[str, list[str]] = {}
-    for y, srcs in inputs.items():
-        for p in srcs:
-            readers.setdefault(p, []).append(y)
-    grad_of: dict[str, str] = {}  # op -> the backward op giving the gradient of its output
-    grad_in: dict[tuple[str, str], str] = {}
-    for y in list(inputs)[::-1]:
-        for p in inputs[y]:
-            gp = add(f"grad/{y}/{p}", cost(), [max(size[p], 4)], forward_op=y)
-            if y in grad_of:
-                edges.append((grad_of[y], gp, max(size[y], 4)))
-            edges += [(q, gp, size[q]) for q in inputs[y]]
-            grad_in[(y, p)] = gp
-        for p in inputs[y]:
-            parts = [grad_in.get((r, p)) for r in readers[p]]
-            if p not in grad_of and all(parts):
-                if len(parts) == 1:
-                    grad_of[p] = parts[0]
-                else:
-                    s = add(f"sum/{p}", 1e-5, [max(size[p], 4)])
-                    edges += [(q, s, max(size[p], 4)) for q in parts]
-                    grad_of[p] = s
-    train = add("train", tiny(), [])
-    step = None
-    if rng.random() < 0.7:
-        step = add("step", tiny(), [0], persistent=8, colocation_group="step")
-        lr = add("lr", 5e-6, [4])
-        if rng.random() < 0.5:
-            edges.append((step, lr, 8))
-        update_step = add("step/update", tiny(), [0], colocation_group="step")
-        edges += [(step, update_step, 8), (update_step, train, 0, CONTROL)]
-    for w, r in weights:
-        m = add(f"{w}/m", tiny(), [0], persistent=1_000, colocation_group=w)
-        apply = add(f"{w}/apply", float(rng.choice([5e-6, 1e-4])), [0], colocation_group=w)
-        edges += [(w, apply, 0), (m, apply, 0), (grad_of[r], apply, size[r]), (apply, train, 0, CONTROL)]
-        if step is not None:
-            edges += [("lr", apply, 4), (apply, "step/update", 0, CONTROL)]
-    unique = {(e[0], e[1], e[3] if len(e) > 3 else 0): e for e in edges}
-    return OpGraph.from_records(ops, list(unique.values()), name=f"training{seed}")

@@ -59,5 +59,6 @@ from rlplace.placers import baselines  # noqa: E402,F401  (registers the baselin
 from rlplace.placers import baechi  # noqa: E402,F401  (registers m_topo, m_etf, m_sct)
 from rlplace.placers import celeritas  # noqa: E402,F401  (registers order_place and celeritas)
 from rlplace.placers import search  # noqa: E402,F401  (registers local_search and annealing)
+from rlplace.placers import learned  # noqa: E402,F401  (registers learned)
 
 __all__ = ["Placer", "available_placers", "make_placer", "register"]

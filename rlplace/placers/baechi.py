@@ -78,7 +78,7 @@ from rlplace.placers.sct_lp import LP_METHODS, favorite_children
 from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (book_inputs, defer, duration, fits, hold_op_memory, hold_persistent, input_time,
-                                  newly_ready, overfill, received_bytes, release_until, start)
+                                  least_overfilled, newly_ready, received_bytes, release_until, start)
 from rlplace.sim import simulate
 
 
@@ -418,7 +418,7 @@ def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_ext
                     awaiting[d] = -1
                 if not defer(releases, not_before, dropped, drop_count, op, d):
                     continue
-                d = _least_overfilled(memory, reserved, cap, need, persistent)  # fits nowhere: best effort
+                d = least_overfilled(memory, reserved, cap, need, persistent)  # fits nowhere: best effort
                 best_s = max(now, devices.avail[d], input_time(graph, ops, transfers, sent, channels, not_before, op,
                                                                d, scratch))
 
@@ -454,17 +454,6 @@ def _inputs_anywhere(graph, ops, op):  # pragma: no cover - compiled
         e = graph.in_edges[k]
         t = max(t, ops.end[graph.edge_src[e]] + graph.xfer_time[graph.edge_tensor[e]])
     return t
-
-
-@numba.njit(cache=True)
-def _least_overfilled(memory, reserved, cap, need, persistent):  # pragma: no cover - compiled
-    """The device that taking ``need`` bytes (``persistent`` of them) overfills least."""
-    best, over = 0, np.inf
-    for d in range(len(cap)):
-        extra = overfill(memory, reserved, cap, d, need, persistent)
-        if extra < over:
-            best, over = d, extra
-    return best
 
 
 @numba.njit(cache=True)

@@ -228,17 +228,24 @@ class HeftPlacer:
         return Placement(self.own_schedule.op_device)
 
     def schedule(self, graph: OpGraph, cluster: Cluster) -> HeftSchedule:
-        n = cluster.num_devices
-        durations = graph.compute_time[:, None] / cluster.speeds[None, :]
-        mean_comm = cluster.comm.transfer_time(graph.edge_bytes) * ((n - 1) / n)
-        rank = _upward_rank(durations.mean(axis=1), graph.out_ptr, graph.edge_dst, mean_comm)
-        order = np.lexsort((np.arange(graph.num_ops), -rank))
+        order = rank_order(graph, cluster)
         units = CoarseGraph.colocation(graph)
         m = new_model(graph, cluster, insertion=True)
         m = m._replace(channels=m.channels._replace(sequential=False))  # no link contention
         _heft(m, order, units.group_of, units.num_groups)
         s = schedule_of(m, graph)
         return HeftSchedule(order, s.op_device, s.op_start, s.op_end, s)
+
+
+def rank_order(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """The ops in decreasing upward rank (HEFT Eq. 8; ties to the lower index: a topological
+    order), with ``w(i)`` the mean duration over the devices and ``c(i, j)`` the edge's transfer
+    time times the fraction of device pairs that are distinct."""
+    n = cluster.num_devices
+    durations = graph.compute_time[:, None] / cluster.speeds[None, :]
+    mean_comm = cluster.comm.transfer_time(graph.edge_bytes) * ((n - 1) / n)
+    rank = _upward_rank(durations.mean(axis=1), graph.out_ptr, graph.edge_dst, mean_comm)
+    return np.lexsort((np.arange(graph.num_ops), -rank)).astype(np.int64)
 
 
 @numba.njit(cache=True)

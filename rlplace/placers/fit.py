@@ -31,6 +31,13 @@ def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
     placed with ``budget`` bytes per device. Tries at most ``rounds`` budgets (the first as
     given) and returns the first placement that fits, or the one that overflows least, with the
     simulator's result of it; ``rounds <= 1`` places once and returns that placement."""
+    device, result, _ = fitting_budget(place, graph, cluster, budget, rounds)
+    return device, result
+
+
+def fitting_budget(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], graph: OpGraph,
+                   cluster: Cluster, budget: np.ndarray, rounds: int) -> tuple[np.ndarray, StepResult, np.ndarray]:
+    """``fit_to_memory``, and the budget its placement was placed with."""
     best, best_over = None, None
     for _ in range(max(rounds, 1)):
         device, planned = place(budget)
@@ -38,9 +45,9 @@ def fit_to_memory(place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
         peak = result.peak_memory
         over = np.maximum(peak - cluster.memory, 0)
         if not over.any() or rounds <= 1:
-            return device, result
+            return device, result, budget
         if best_over is None or over.sum() < best_over:
-            best, best_over = (device, result), over.sum()
+            best, best_over = (device, result, budget), over.sum()
         short = over > 0
         budget = budget.copy()
         corrected = cluster.memory[short] * (np.minimum(planned[short], budget[short]) / peak[short])  # float: bytes² overflow int64

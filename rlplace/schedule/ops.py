@@ -253,6 +253,17 @@ def overfill(memory, reserved, cap, d, need, persistent):  # pragma: no cover - 
 
 
 @numba.njit(cache=True)
+def least_overfilled(memory, reserved, cap, need, persistent):  # pragma: no cover - compiled
+    """The device that taking ``need`` bytes (``persistent`` of them) overfills least."""
+    best, over = 0, np.inf
+    for d in range(len(cap)):
+        extra = overfill(memory, reserved, cap, d, need, persistent)
+        if extra < over:
+            best, over = d, extra
+    return best
+
+
+@numba.njit(cache=True)
 def defer(releases, not_before, dropped, drop_count, op, d):  # pragma: no cover - compiled
     """``op`` lacks the memory on device ``d``: it waits for ``d``'s next release, or, with
     none known, gives ``d`` up (Baechi §2.3). Returns True when ``op`` has given up every

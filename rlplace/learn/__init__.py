@@ -1,0 +1,2 @@
+"""Learning placers: the training families and the training of the ``learned`` placer
+(``rlplace.placers.learned``)."""

@@ -1,0 +1,372 @@
+"""``learned``: a list scheduler whose device choice is a small trained network (issue 41).
+
+The loop is m-ETF's without memory deferral (Baechi §2.3): each time, the ready op that can
+start first on some device (Eq. 1: the later of the device's free time and its inputs' arrival;
+ties to the higher upward rank, HEFT Eq. 8) is placed, on the execution model of
+``rlplace.schedule`` (sequential or parallel channels, tensors sent once per destination, memory
+tracked as m-ETF tracks it, §4.2), so the placer's schedule runs in the order the simulator runs
+ops. What differs is the choice of device. For the op at hand each device d gets a row of
+``FEATURES`` read from the model: when the op would start and finish on d, when its inputs would
+arrive there, how much it would grow the step's estimate (its finish plus the compute-only path
+below it), how much of its input would move, d's memory headroom and load; times are over the
+graph's mean op duration and squashed by ``asinh``, so one set of weights applies to any graph,
+size and number of devices. A multilayer perceptron scores each row, and the op goes to the
+best-scoring device that has the memory (a colocation group's device once the group has one; the
+device it overfills least when none has room). Placing a 10,000-op graph takes a fraction of a
+second (experiments/results/learned_listsched.md).
+
+The shipped weights (``learned.npz`` beside this file: numpy arrays read with
+``allow_pickle=False``, so no code in a weights file runs, and no torch needed to place) were
+trained by ``rlplace.learn.listsched`` on the training family of ``rlplace.learn.family``.
+``weights=PATH`` loads others.
+
+``evaluations`` (default 1: one greedy pass): with more, ``policy_search`` spends them on the
+decisions the network was least sure of (experiments/results/learned_listsched.md measures it
+against a local search of as many evaluations). ``single_fallback`` and ``memory_rounds`` work as
+for m-ETF (``rlplace.placers.fit``): the whole graph on one device is weighed beside the policy's
+placement where one device holds it, and a placement the simulator finds over memory is placed
+again under a smaller budget.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from rlplace.cluster import Cluster
+from rlplace.coarsen import CoarseGraph
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.placement import Placement
+from rlplace.placers import register
+from rlplace.placers.baselines import rank_order
+from rlplace.placers.fit import fastest_fit, whole_graph_on_one_device
+from rlplace.placers.search import evaluate_rows
+from rlplace.schedule import Model, new_model
+from rlplace.schedule.heap import pop, push
+from rlplace.schedule.ops import (arrival, book_inputs, duration, fits, hold_op_memory, hold_persistent,
+                                  least_overfilled, newly_ready, received_bytes, release_on_until, start)
+
+WEIGHTS = Path(__file__).with_name("learned.npz")
+FEATURES = (
+    "finish", "start", "arrival", "free", "growth", "moved_bytes", "memory_fill", "persistent_fill",
+    "load_share", "speed", "largest_input_here", "previous_here", "duration", "tail", "progress",
+    "inverse_devices", "output_transfer", "slack")
+NUM_FEATURES = len(FEATURES)
+LAYERS = ("w1", "b1", "w2", "b2", "w3", "b3")
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What one pass of the policy saw and chose: per op (in the loop's ``order``) the feature
+    rows of every device, which devices it could choose, and the device it took."""
+
+    order: np.ndarray      # (n,) ops in the order decided
+    features: np.ndarray   # (n, D, NUM_FEATURES) row of op order[k] on device d
+    allowed: np.ndarray    # (n, D) bool
+    chosen: np.ndarray     # (n,) device of op order[k]
+
+
+@functools.lru_cache(maxsize=4)
+def load_weights(path: str | Path = WEIGHTS) -> tuple[np.ndarray, ...]:
+    """The network's arrays from an ``.npz`` file (``allow_pickle=False``), checked for shape
+    and finiteness: a bad file is one ConfigError naming it and the array."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: np.asarray(data[k], dtype=np.float64) for k in data.files}
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not a weights file of the learned placer ({type(e).__name__}: {e})") from e
+    return check_weights(arrays, str(path))
+
+
+def check_weights(arrays: dict[str, np.ndarray], where: str) -> tuple[np.ndarray, ...]:
+    """``arrays`` as the tuple ``LAYERS`` of an MLP NUM_FEATURES -> h1 -> h2 -> 1."""
+    missing = [k for k in LAYERS if k not in arrays]
+    if missing:
+        raise ConfigError(f"{where}: weights lack {', '.join(missing)}")
+    w1, b1, w2, b2, w3, b3 = (np.ascontiguousarray(arrays[k], dtype=np.float64) for k in LAYERS)
+    shapes_ok = (w1.ndim == 2 and w1.shape[0] == NUM_FEATURES and b1.shape == (w1.shape[1],)
+                 and w2.ndim == 2 and w2.shape[0] == w1.shape[1] and b2.shape == (w2.shape[1],)
+                 and w3.shape == (w2.shape[1],) and b3.shape == (1,))
+    if not shapes_ok:
+        raise ConfigError(f"{where}: weights of shapes {[a.shape for a in (w1, b1, w2, b2, w3, b3)]} are not "
+                          f"an MLP {NUM_FEATURES} -> h1 -> h2 -> 1")
+    for name, a in zip(LAYERS, (w1, b1, w2, b2, w3, b3)):
+        if not np.all(np.isfinite(a)):
+            raise ConfigError(f"{where}: weights {name} hold a NaN or infinity")
+    return w1, b1, w2, b2, w3, b3
+
+
+@register("learned")
+@dataclass
+class LearnedPlacer:
+    """A list scheduler with a trained device choice (module docstring). ``weights``: an
+    ``.npz`` file of the network (default: the shipped one)."""
+
+    weights: str = str(WEIGHTS)
+    evaluations: int = 1
+    single_fallback: bool = True
+    memory_rounds: int = 4
+
+    def __post_init__(self):
+        for key in ("evaluations", "memory_rounds"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise ConfigError(f"learned: {key} must be an integer >= 1, got {getattr(self, key)!r}")
+        self.network = load_weights(self.weights)
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        plan = ListSchedule(graph, cluster)
+
+        def place_within(budget):
+            if self.evaluations > 1:
+                return policy_search(plan, self.network, budget, self.evaluations)
+            m = plan.run(self.network, budget)
+            return m.ops.device.copy(), m.memory.peak.copy()
+
+        placed = whole_graph_on_one_device(graph, cluster) if self.single_fallback else []
+        device, _ = fastest_fit([place_within], graph, cluster, cluster.memory.astype(np.int64),
+                                self.memory_rounds, placed)
+        return Placement(device)
+
+
+def scores(rows: np.ndarray, network) -> np.ndarray:
+    """``score`` of every row of ``rows`` (..., NUM_FEATURES) at once."""
+    w1, b1, w2, b2, w3, b3 = network
+    return np.tanh(np.tanh(rows @ w1 + b1) @ w2 + b2) @ w3 + b3[0]
+
+
+def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations: int,
+                  batch: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """The best of ``evaluations`` placements the simulator runs, searched along the policy:
+    from the greedy placement, the decisions the network was least sure of (the smallest score
+    gap between its choice and another device) are taken the other way, the rest of the graph
+    placed by the policy, ``batch`` at a time; the best, where it beats the current one, becomes
+    the current. Returns (one device per op, the planned peak per device) of the best."""
+    graph, cluster = plan.graph, plan.cluster
+    current = plan.run(network, budget, record=True)
+    decisions = plan.decisions
+    over, step = evaluate_rows(graph, cluster, current.ops.device[None])
+    best = (float(over[0]), float(step[0]))
+    spent, tried = 1, set()
+    while spent < evaluations:
+        s = scores(decisions.features, network)
+        gap = s[np.arange(len(s)), decisions.chosen][:, None] - s
+        gap[~decisions.allowed] = np.inf
+        gap[np.arange(len(s)), decisions.chosen] = np.inf
+        for k, d in tried:
+            gap[k, d] = np.inf
+        flat = np.argsort(gap, axis=None, kind="stable")[:min(batch, evaluations - spent)]
+        pairs = [divmod(int(i), cluster.num_devices) for i in flat if np.isfinite(gap.flat[i])]
+        if not pairs:
+            break
+        forced = np.full((len(pairs), graph.num_ops), -1, dtype=np.int64)
+        for row, (k, d) in enumerate(pairs):
+            forced[row, :k] = decisions.chosen[:k]
+            forced[row, k] = d
+        placed = np.stack([plan.run(network, budget, forced=f).ops.device.copy() for f in forced])
+        over, step = evaluate_rows(graph, cluster, placed)
+        spent += len(pairs)
+        tried.update(pairs)
+        j = int(np.lexsort((step, over))[0])
+        if (float(over[j]), float(step[j])) < best:
+            best = (float(over[j]), float(step[j]))
+            current = plan.run(network, budget, forced=forced[j], record=True)
+            decisions = plan.decisions
+            tried = {(k, d) for k, d in tried if k <= pairs[j][0]}  # later decisions now differ
+    return current.ops.device.copy(), current.memory.peak.copy()
+
+
+class ListSchedule:
+    """What the loop needs of one graph and cluster, computed once: the ops' rank order (ties
+    between ops that can start at once), the colocation groups, each op's tail (the compute-only path below it on the fastest device) and the
+    time scale of the features."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster):
+        self.graph, self.cluster = graph, cluster
+        self.rank_position = np.empty(graph.num_ops, dtype=np.int64)
+        self.rank_position[rank_order(graph, cluster)] = np.arange(graph.num_ops)
+        self.units = CoarseGraph.colocation(graph)
+        fastest = float(cluster.speeds.max())
+        self.tail = graph.bottom_levels(fastest) - graph.compute_time / fastest
+        on_fastest = graph.compute_time / fastest
+        self.scale = float(on_fastest.mean()) if graph.num_ops and on_fastest.mean() > 0 else 1e-6
+        self.critical = float(max(graph.critical_path(fastest), self.scale))
+        xfer = np.asarray(cluster.comm.transfer_time(graph.tensor_bytes), dtype=np.float64).reshape(-1)
+        self.output_transfer = np.bincount(graph.tensor_src, weights=xfer, minlength=graph.num_ops)
+
+    def run(self, network, budget: np.ndarray, noise: np.ndarray | None = None,
+            forced: np.ndarray | None = None, record: bool = False) -> Model:
+        """Place every op: ``network`` (``load_weights``) scores devices, ``noise`` (n, D) is
+        added to the scores (sampling), ``forced[k] >= 0`` takes that device for the k-th op
+        decided. Returns the finished model (``m.ops.device``, ``m.memory.peak``: the planned peak
+        per device); with ``record``, ``self.decisions`` holds what the policy saw."""
+        n, D = self.graph.num_ops, self.cluster.num_devices
+        m = new_model(self.graph, self.cluster, placer=True)
+        noise = np.zeros((n, D)) if noise is None else np.asarray(noise, dtype=np.float64)
+        forced = np.full(n, -1, dtype=np.int64) if forced is None else np.asarray(forced, dtype=np.int64)
+        features = np.zeros((n if record else 0, D, NUM_FEATURES))
+        allowed = np.zeros((n if record else 0, D), dtype=np.bool_)
+        chosen = np.zeros(n, dtype=np.int64)
+        order = np.zeros(n, dtype=np.int64)
+        _decide(m, self.rank_position, self.units.group_of, self.units.num_groups, np.asarray(budget, dtype=np.int64),
+                self.tail, self.output_transfer, self.scale, self.critical, *network, noise, forced, record,
+                order, features, allowed, chosen)
+        if record:
+            self.decisions = Decisions(order, features, allowed, chosen)
+        return m
+
+
+@numba.njit(cache=True)
+def feature_rows(m, op, placed, last_device, est, cap, reserved, tail, output_transfer, scale, critical, rows, ok,
+                 scratch):  # pragma: no cover - compiled
+    """Fill ``rows[d]`` (FEATURES) and ``ok[d]`` (device d has the memory now) for ``op``, the
+    ``placed``-th op decided, after ``last_device``'s op, with the step estimated at ``est`` so
+    far; returns when ``op`` would start on each device."""
+    graph, ops, devices, channels, transfers, sent, memory, releases = (
+        m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent, m.memory, m.releases)
+    ndev = len(devices.avail)
+    n = len(graph.compute)
+    fastest = devices.speed.max()
+    arr = np.empty(ndev)
+    begin = np.empty(ndev)
+    finish = np.empty(ndev)
+    moved = np.zeros(ndev)
+    total_in = 0.0
+    largest, largest_bytes = -1, -1.0
+    for k in range(graph.in_ptr[op], graph.in_ptr[op + 1]):
+        e = graph.in_edges[k]
+        b = float(graph.recv_bytes[graph.edge_tensor[e]])
+        total_in += b
+        if b > largest_bytes:
+            largest, largest_bytes = ops.device[graph.edge_src[e]], b
+        for d in range(ndev):
+            if ops.device[graph.edge_src[e]] != d:
+                moved[d] += b
+    busy_total = devices.busy.sum()
+    for d in range(ndev):
+        arr[d] = arrival(graph, ops, transfers, sent, channels, op, d, scratch)
+        begin[d] = max(devices.avail[d], arr[d])
+        finish[d] = begin[d] + duration(graph.compute, devices.speed, op, d)
+        release_on_until(releases, memory, d, devices.avail[d])
+        persistent = graph.persistent[op]
+        need = persistent + graph.alloc_at_start[op] + received_bytes(graph, ops, sent, op, d)
+        ok[d] = fits(memory, reserved, cap, d, need, persistent)
+        rows[d, 6] = min(4.0, (memory.live[d] + need) / max(cap[d], 1))
+        rows[d, 7] = min(4.0, (memory.peak[d] + persistent) / max(cap[d], 1))
+    fmin, smin, amin, vmin = finish.min(), begin.min(), arr.min(), devices.avail.min()
+    for d in range(ndev):
+        rows[d, 0] = np.arcsinh((finish[d] - fmin) / scale)
+        rows[d, 1] = np.arcsinh((begin[d] - smin) / scale)
+        rows[d, 2] = np.arcsinh((arr[d] - amin) / scale)
+        rows[d, 3] = np.arcsinh((devices.avail[d] - vmin) / scale)
+        rows[d, 4] = np.arcsinh(max(0.0, finish[d] + tail[op] - est) / scale)
+        rows[d, 5] = moved[d] / total_in if total_in > 0 else 0.0
+        rows[d, 8] = devices.busy[d] / busy_total - 1.0 / ndev if busy_total > 0 else 0.0
+        rows[d, 9] = devices.speed[d] / fastest
+        rows[d, 10] = 1.0 if d == largest else 0.0
+        rows[d, 11] = 1.0 if d == last_device else 0.0
+        rows[d, 12] = np.arcsinh(graph.compute[op] / fastest / scale)
+        rows[d, 13] = tail[op] / critical
+        rows[d, 14] = placed / n
+        rows[d, 15] = 1.0 / ndev
+        rows[d, 16] = np.arcsinh(output_transfer[op] / scale)
+        rows[d, 17] = np.arcsinh((est - devices.avail[d]) / scale)
+    return begin
+
+
+@numba.njit(cache=True)
+def score(row, w1, b1, w2, b2, w3, b3):  # pragma: no cover - compiled
+    """The network's score of one feature row: tanh(tanh(row W1 + b1) W2 + b2) w3 + b3."""
+    h1 = np.tanh(row @ w1 + b1)
+    h2 = np.tanh(h1 @ w2 + b2)
+    return h2 @ w3 + b3[0]
+
+
+@numba.njit(cache=True)
+def _earliest_start(m, op, pin, scratch):  # pragma: no cover - compiled
+    """When ``op`` could start first over the devices it may go to (``pin``: its group's)."""
+    graph, ops, devices, channels, transfers, sent = m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent
+    best = np.inf
+    for d in range(len(devices.avail)):
+        if pin < 0 or d == pin:
+            best = min(best, max(devices.avail[d], arrival(graph, ops, transfers, sent, channels, op, d, scratch)))
+    return best
+
+
+@numba.njit(cache=True)
+def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, scale, critical, w1, b1, w2, b2, w3,
+            b3, noise, forced, record, order, features, allowed, chosen):  # pragma: no cover - compiled
+    """Place the ops of ``m``, each time the ready op that can start first (ties to the higher
+    rank, ``rank_position``): per op the feature rows of every device, the best score (plus
+    ``noise``) among the devices allowed, or ``forced``; then book the op there."""
+    graph, ops, devices, channels, transfers, sent, memory, releases = (
+        m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent, m.memory, m.releases)
+    n = len(graph.compute)
+    ndev = len(devices.avail)
+    by_position = np.empty(n, dtype=np.int64)
+    by_position[rank_position] = np.arange(n)
+    pinned = np.full(num_units, -1, dtype=np.int64)
+    reserved = np.zeros(ndev, dtype=np.int64)
+    rows = np.zeros((ndev, w1.shape[0]))
+    ok = np.zeros(ndev, dtype=np.bool_)
+    scratch = np.zeros(ndev)
+    missing = graph.in_ptr[1:] - graph.in_ptr[:-1]
+    fresh = np.empty(n + 1, dtype=np.int64)
+    nfresh = 0
+    for i in range(n):
+        if missing[i] == 0:
+            fresh[nfresh] = i
+            nfresh += 1
+    key = np.empty(n + 1)
+    ident = np.empty(n + 1, dtype=np.int64)
+    size = 0
+    est = 0.0
+    last = -1
+    for k in range(n):
+        while nfresh > 0:
+            nfresh -= 1
+            c = fresh[nfresh]
+            size = push(key, ident, 0, size, _earliest_start(m, c, pinned[unit_of[c]], scratch), rank_position[c])
+        while True:  # the stored keys are lower bounds (devices and channels only get busier): re-key lazily
+            op = by_position[ident[0]]
+            now = _earliest_start(m, op, pinned[unit_of[op]], scratch)
+            if now <= key[0]:
+                _, _, size = pop(key, ident, 0, size)
+                break
+            _, _, size = pop(key, ident, 0, size)
+            size = push(key, ident, 0, size, now, rank_position[op])
+        begin = feature_rows(m, op, k, last, est, cap, reserved, tail, output_transfer, scale, critical, rows, ok,
+                             scratch)
+        pin = pinned[unit_of[op]]
+        if pin >= 0:
+            ok[:] = False
+            ok[pin] = True
+        elif not ok.any():
+            need = graph.persistent[op] + graph.alloc_at_start[op]
+            ok[least_overfilled(memory, reserved, cap, need, graph.persistent[op])] = True
+        d = forced[k]
+        if d < 0:
+            best = -np.inf
+            for c in range(ndev):
+                if ok[c]:
+                    s = score(rows[c], w1, b1, w2, b2, w3, b3) + noise[k, c]
+                    if s > best:
+                        d, best = c, s
+        order[k] = op
+        if record:
+            features[k] = rows
+            allowed[k] = ok
+        chosen[k] = d
+        release_on_until(releases, memory, d, begin[d])
+        received = book_inputs(graph, ops, transfers, sent, channels, op, d)
+        end = start(ops, devices, op, d, begin[d], duration(graph.compute, devices.speed, op, d))
+        hold_persistent(memory, d, graph.persistent[op])
+        hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received)
+        nfresh = newly_ready(graph, missing, op, fresh, nfresh)
+        pinned[unit_of[op]] = d
+        est = max(est, end + tail[op])
+        last = d

@@ -1,0 +1,211 @@
+"""The ``learned`` placer (rlplace.placers.learned): its compiled loop against a literal one,
+its network three ways, safe weights files, the search along the policy, and training."""
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import training_graph
+from rlplace.cluster import Cluster, CommModel
+from rlplace.errors import CheckpointError, ConfigError
+from rlplace.learn.listsched import Network, TrainConfig, train
+from rlplace.learn.family import Instance
+from rlplace.placers import make_placer
+from rlplace.placers.learned import (NUM_FEATURES, WEIGHTS, ListSchedule, LearnedPlacer, load_weights, policy_search,
+                                     score, scores)
+from rlplace.sim import simulate
+from rlplace.zoo.synthetic import layered
+
+LINKS = [CommModel(134e-6, 1.754e-10, "sequential"), CommModel(2e-5, 1e-9, "parallel")]
+
+
+def random_network(seed: int, hidden: int = 8, blind: tuple[int, ...] = ()):
+    rng = np.random.default_rng(seed)
+    w1 = rng.normal(size=(NUM_FEATURES, hidden))
+    w1[list(blind)] = 0.0
+    return (w1, rng.normal(size=hidden), rng.normal(size=(hidden, hidden)), rng.normal(size=hidden),
+            rng.normal(size=hidden), rng.normal(size=1))
+
+
+def literal_list_schedule(graph, cluster, network):
+    """The loop of rlplace.placers.learned written out plainly, with memory that never binds:
+    each time the ready op that can start first (ties to the higher rank) goes to the device the
+    network scores best; a tensor is sent once to each device that reads it, over parallel links
+    at once or over sequential links one at a time per sender and receiver, first come first
+    served. Returns the op order, the devices and the start and end of every op, and the feature
+    rows that do not concern memory."""
+    plan = ListSchedule(graph, cluster)
+    D, speed, comm = cluster.num_devices, cluster.speeds, cluster.comm
+    device, begin, end = {}, {}, {}
+    avail, send_free, recv_free = [0.0] * D, [0.0] * D, [0.0] * D
+    sent = {}  # (tensor, device) -> when it is there
+    busy = [0.0] * D
+    inputs = {op: [] for op in range(graph.num_ops)}
+    for e in range(graph.num_edges):
+        inputs[int(graph.edge_dst[e])].append(e)
+    for op in inputs:
+        inputs[op].sort(key=lambda e: list(graph.in_edges[graph.in_ptr[op]:graph.in_ptr[op + 1]]).index(e))
+    xfer = lambda t: float(np.asarray(comm.transfer_time(graph.tensor_bytes[t])))  # noqa: E731
+    sequential = comm.mode == "sequential"
+
+    def arrival(op, d, book=False):
+        t, send = 0.0, list(send_free)
+        recv = recv_free[d]
+        for e in inputs[op]:
+            src, tensor = int(graph.edge_src[e]), int(graph.edge_tensor[e])
+            if device[src] == d:
+                a = end[src]
+            elif (tensor, d) in sent:
+                a = sent[(tensor, d)]
+            elif sequential:
+                a = max(end[src], send[device[src]], recv) + xfer(tensor)
+                send[device[src]] = recv = a
+                if book:
+                    sent[(tensor, d)] = a
+            else:
+                a = end[src] + xfer(tensor)
+                if book:
+                    sent[(tensor, d)] = a
+            t = max(t, a)
+        if book and sequential:
+            send_free[:] = send
+            recv_free[d] = recv
+        return t
+
+    unit = plan.units.group_of
+    pinned = {}
+    allowed = lambda op: [pinned[unit[op]]] if unit[op] in pinned else list(range(D))  # noqa: E731
+    order, rows_seen, est, last = [], [], 0.0, -1
+    while len(order) < graph.num_ops:
+        ready = [op for op in range(graph.num_ops) if op not in device
+                 and all(int(graph.edge_src[e]) in device for e in inputs[op])]
+        first = lambda op: min(max(avail[d], arrival(op, d)) for d in allowed(op))  # noqa: E731
+        op = min(ready, key=lambda op: (first(op), plan.rank_position[op]))
+        arr = [arrival(op, d) for d in range(D)]
+        starts = [max(avail[d], arr[d]) for d in range(D)]
+        finish = [starts[d] + graph.compute_time[op] / speed[d] for d in range(D)]
+        in_bytes = [(float(graph.tensor_bytes[graph.edge_tensor[e]]), device[int(graph.edge_src[e])])
+                    for e in inputs[op]]
+        total_in = sum(b for b, _ in in_bytes)
+        largest = max(in_bytes, key=lambda x: x[0])[1] if in_bytes else -1
+        s = plan.scale
+        rows = np.zeros((D, NUM_FEATURES))
+        for d in range(D):
+            rows[d, 0] = np.arcsinh((finish[d] - min(finish)) / s)
+            rows[d, 1] = np.arcsinh((starts[d] - min(starts)) / s)
+            rows[d, 2] = np.arcsinh((arr[d] - min(arr)) / s)
+            rows[d, 3] = np.arcsinh((avail[d] - min(avail)) / s)
+            rows[d, 4] = np.arcsinh(max(0.0, finish[d] + plan.tail[op] - est) / s)
+            rows[d, 5] = sum(b for b, where in in_bytes if where != d) / total_in if total_in else 0.0
+            rows[d, 8] = busy[d] / sum(busy) - 1 / D if sum(busy) else 0.0
+            rows[d, 9] = speed[d] / speed.max()
+            rows[d, 10] = float(d == largest)
+            rows[d, 11] = float(d == last)
+            rows[d, 12] = np.arcsinh(graph.compute_time[op] / speed.max() / s)
+            rows[d, 13] = plan.tail[op] / plan.critical
+            rows[d, 14] = len(order) / graph.num_ops
+            rows[d, 15] = 1 / D
+            rows[d, 16] = np.arcsinh(plan.output_transfer[op] / s)
+            rows[d, 17] = np.arcsinh((est - avail[d]) / s)
+        d = max(allowed(op), key=lambda d: (score(rows[d], *network), -d))
+        arrival(op, d, book=True)
+        device[op], begin[op] = d, starts[d]
+        end[op] = starts[d] + graph.compute_time[op] / speed[d]
+        avail[d] = max(avail[d], end[op])
+        busy[d] += end[op] - begin[op]
+        pinned.setdefault(unit[op], d)
+        est = max(est, end[op] + plan.tail[op])
+        last = d
+        order.append(op)
+        rows_seen.append(rows)
+    n = graph.num_ops
+    return (np.array(order), np.array([device[i] for i in range(n)]), np.array([begin[i] for i in range(n)]),
+            np.array([end[i] for i in range(n)]), np.array(rows_seen))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_loop_is_the_literal_one(seed):
+    graph = training_graph(seed, continuous=True) if seed % 2 else layered(60, width=5, seed=seed)
+    cluster = Cluster.homogeneous(2 + seed % 3, 2**50, LINKS[seed % 2])
+    network = random_network(seed, blind=(6, 7))  # the memory columns; memory never binds here
+    order, device, begin, end, rows = literal_list_schedule(graph, cluster, network)
+    plan = ListSchedule(graph, cluster)
+    m = plan.run(network, cluster.memory, record=True)
+    np.testing.assert_array_equal(plan.decisions.order, order)
+    np.testing.assert_array_equal(m.ops.device, device)
+    np.testing.assert_allclose(m.ops.start, begin, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(m.ops.end, end, rtol=1e-12, atol=1e-15)
+    memory = [6, 7]
+    np.testing.assert_allclose(np.delete(plan.decisions.features, memory, axis=2), np.delete(rows, memory, axis=2),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_the_network_scores_alike_in_torch_numpy_and_the_compiled_loop():
+    torch.manual_seed(0)
+    net = Network(16)
+    rows = np.random.default_rng(0).normal(size=(5, 3, NUM_FEATURES))
+    with torch.no_grad():
+        expected = net(torch.as_tensor(rows, dtype=torch.float32)).double().numpy()
+    network = net.network()
+    np.testing.assert_allclose(scores(rows, network), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose([[score(r, *network) for r in op] for op in rows], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_shipped_weights_place_a_graph_within_memory():
+    graph = training_graph(3, continuous=True, layers=20)
+    cluster = Cluster.homogeneous(4, 2**40, LINKS[0])
+    placement = make_placer("learned").place(graph, cluster)
+    placement.validate(graph, cluster)
+    assert not simulate(graph, cluster, placement).oom
+    assert load_weights(WEIGHTS)[0].shape[0] == NUM_FEATURES
+
+
+def bad_weights(tmp_path, kind):
+    path = tmp_path / f"{kind}.npz"
+    arrays = dict(zip(("w1", "b1", "w2", "b2", "w3", "b3"), random_network(0)))
+    if kind == "pickle":
+        arrays["w1"] = np.array([{"a": 1}], dtype=object)
+    elif kind == "nan":
+        arrays["b2"] = arrays["b2"] * np.nan
+    elif kind == "shape":
+        arrays["w1"] = arrays["w1"][:3]
+    elif kind == "missing":
+        del arrays["b3"]
+    if kind == "text":
+        path.write_text("w1: [1, 2]\n")
+    else:
+        np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["pickle", "nan", "shape", "missing", "text"])
+def test_a_bad_weights_file_is_one_config_error_naming_it(tmp_path, kind):
+    path = bad_weights(tmp_path, kind)
+    with pytest.raises(ConfigError, match=str(path.name)):
+        LearnedPlacer(weights=str(path))
+
+
+def test_the_search_along_the_policy_never_returns_worse_than_its_start():
+    graph = layered(150, width=8, seed=4)
+    cluster = Cluster.homogeneous(3, 2**50, LINKS[0])
+    plan, network = ListSchedule(graph, cluster), load_weights(WEIGHTS)
+    one = simulate(graph, cluster, plan.run(network, cluster.memory).ops.device).step_time
+    device, _ = policy_search(plan, network, cluster.memory, evaluations=30)
+    assert simulate(graph, cluster, device).step_time <= one
+    with pytest.raises(ConfigError, match="evaluations"):
+        LearnedPlacer(evaluations=0)
+
+
+def test_training_writes_weights_the_placer_loads_and_resumes(tmp_path):
+    graphs = [training_graph(s, continuous=True, layers=6) for s in range(2)]
+    family = [Instance(g, Cluster.homogeneous(2, 2**40, LINKS[s]), "test") for s, g in enumerate(graphs)]
+    config = TrainConfig(hidden=8, clone_rounds=1, rounds=1, decisions_per_graph=3, epochs=2)
+    first = train(config, tmp_path, family, progress=False)
+    assert [c["phase"] for c in first["curves"]] == ["clone", "rollout"]
+    LearnedPlacer(weights=str(tmp_path / "learned.npz")).place(graphs[0], family[0].cluster)
+    resumed = train(config, tmp_path, family, progress=False)  # nothing left to do: read back
+    assert resumed["curves"] == first["curves"]
+    longer = train(TrainConfig(**{**first["config"], "rounds": 2}), tmp_path, family, progress=False)
+    assert longer["curves"][:2] == first["curves"] and len(longer["curves"]) == 3
+    with pytest.raises(CheckpointError, match="another training config"):
+        train(TrainConfig(**{**first["config"], "hidden": 4}), tmp_path, family, progress=False)
