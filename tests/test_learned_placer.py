@@ -4,6 +4,8 @@ its network three ways, safe weights files, the search along the policy, and tra
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import training_graph
 from rlplace.cluster import Cluster, CommModel
@@ -28,23 +30,22 @@ def random_network(seed: int, hidden: int = 8, blind: tuple[int, ...] = ()):
 
 
 def literal_list_schedule(graph, cluster, network):
-    """The loop of rlplace.placers.learned written out plainly, with memory that never binds:
-    each time the ready op that can start first (ties to the higher rank) goes to the device the
-    network scores best; a tensor is sent once to each device that reads it, over parallel links
-    at once or over sequential links one at a time per sender and receiver, first come first
-    served. Returns the op order, the devices and the start and end of every op, and the feature
-    rows that do not concern memory."""
+    """The loop of rlplace.placers.learned written out plainly, with memory that never binds.
+    The step runs as the simulator runs it: an op is decided when its last input has started,
+    ops ready together in rank order, on the device the network scores best, and queued there
+    by when its inputs arrive; the queued op that can start first starts next (ties to the lower
+    index). A tensor is sent once to each device that reads it, over parallel links at once or
+    over sequential links one at a time per sender and receiver, booked when its reader starts.
+    Returns the op order, the devices, the start and end of every op, and the feature rows that
+    do not concern memory."""
     plan = ListSchedule(graph, cluster)
-    D, speed, comm = cluster.num_devices, cluster.speeds, cluster.comm
+    D, speed, comm, n = cluster.num_devices, cluster.speeds, cluster.comm, graph.num_ops
     device, begin, end = {}, {}, {}
     avail, send_free, recv_free = [0.0] * D, [0.0] * D, [0.0] * D
     sent = {}  # (tensor, device) -> when it is there
-    busy = [0.0] * D
-    inputs = {op: [] for op in range(graph.num_ops)}
-    for e in range(graph.num_edges):
-        inputs[int(graph.edge_dst[e])].append(e)
-    for op in inputs:
-        inputs[op].sort(key=lambda e: list(graph.in_edges[graph.in_ptr[op]:graph.in_ptr[op + 1]]).index(e))
+    busy, queued = [0.0] * D, [0.0] * D
+    queue = {d: [] for d in range(D)}  # (ready, op)
+    inputs = {op: [int(e) for e in graph.in_edges[graph.in_ptr[op]:graph.in_ptr[op + 1]]] for op in range(n)}
     xfer = lambda t: float(np.asarray(comm.transfer_time(graph.tensor_bytes[t])))  # noqa: E731
     sequential = comm.mode == "sequential"
 
@@ -72,53 +73,68 @@ def literal_list_schedule(graph, cluster, network):
             recv_free[d] = recv
         return t
 
-    unit = plan.units.group_of
-    pinned = {}
-    allowed = lambda op: [pinned[unit[op]]] if unit[op] in pinned else list(range(D))  # noqa: E731
-    order, rows_seen, est, last = [], [], 0.0, -1
-    while len(order) < graph.num_ops:
-        ready = [op for op in range(graph.num_ops) if op not in device
-                 and all(int(graph.edge_src[e]) in device for e in inputs[op])]
-        first = lambda op: min(max(avail[d], arrival(op, d)) for d in allowed(op))  # noqa: E731
-        op = min(ready, key=lambda op: (first(op), plan.rank_position[op]))
-        arr = [arrival(op, d) for d in range(D)]
-        starts = [max(avail[d], arr[d]) for d in range(D)]
-        finish = [starts[d] + graph.compute_time[op] / speed[d] for d in range(D)]
-        in_bytes = [(float(graph.tensor_bytes[graph.edge_tensor[e]]), device[int(graph.edge_src[e])])
-                    for e in inputs[op]]
-        total_in = sum(b for b, _ in in_bytes)
-        largest = max(in_bytes, key=lambda x: x[0])[1] if in_bytes else -1
-        s = plan.scale
-        rows = np.zeros((D, NUM_FEATURES))
+    unit, pinned = plan.units.group_of, {}
+    order, rows_seen, est, last, now = [], [], 0.0, -1, 0.0
+    fresh = [op for op in range(n) if not inputs[op]]
+    while len(begin) < n:
+        for op in sorted(fresh, key=lambda op: plan.rank_position[op]):
+            arr = [arrival(op, d) for d in range(D)]
+            free = [max(avail[d], now) + queued[d] for d in range(D)]
+            starts = [max(free[d], arr[d]) for d in range(D)]
+            finish = [starts[d] + graph.compute_time[op] / speed[d] for d in range(D)]
+            in_bytes = [(float(graph.tensor_bytes[graph.edge_tensor[e]]), device[int(graph.edge_src[e])])
+                        for e in inputs[op]]
+            total_in = sum(b for b, _ in in_bytes)
+            largest = max(in_bytes, key=lambda x: x[0])[1] if in_bytes else -1
+            load = sum(busy) + sum(queued)
+            s = plan.scale
+            rows = np.zeros((D, NUM_FEATURES))
+            for d in range(D):
+                rows[d, 0] = np.arcsinh((finish[d] - min(finish)) / s)
+                rows[d, 1] = np.arcsinh((starts[d] - min(starts)) / s)
+                rows[d, 2] = np.arcsinh((arr[d] - min(arr)) / s)
+                rows[d, 3] = np.arcsinh((free[d] - min(free)) / s)
+                rows[d, 4] = np.arcsinh(max(0.0, finish[d] + plan.tail[op] - est) / s)
+                rows[d, 5] = sum(b for b, where in in_bytes if where != d) / total_in if total_in else 0.0
+                rows[d, 8] = (busy[d] + queued[d]) / load - 1 / D if load else 0.0
+                rows[d, 9] = speed[d] / speed.max()
+                rows[d, 10] = float(d == largest)
+                rows[d, 11] = float(d == last)
+                rows[d, 12] = np.arcsinh(graph.compute_time[op] / speed.max() / s)
+                rows[d, 13] = plan.tail[op] / plan.critical
+                rows[d, 14] = len(order) / n
+                rows[d, 15] = 1 / D
+                rows[d, 16] = np.arcsinh(plan.output_transfer[op] / s)
+                rows[d, 17] = np.arcsinh((est - free[d]) / s)
+            options = [pinned[unit[op]]] if unit[op] in pinned else list(range(D))
+            d = max(options, key=lambda d: (score(rows[d], *network), -d))
+            device[op] = d
+            pinned.setdefault(unit[op], d)
+            queued[d] += graph.compute_time[op] / speed[d]
+            queue[d].append((arr[d], op))
+            est = max(est, finish[d] + plan.tail[op])
+            last = d
+            order.append(op)
+            rows_seen.append(rows)
+        fresh = []
+        if len(begin) == n:
+            break
+        first = None
         for d in range(D):
-            rows[d, 0] = np.arcsinh((finish[d] - min(finish)) / s)
-            rows[d, 1] = np.arcsinh((starts[d] - min(starts)) / s)
-            rows[d, 2] = np.arcsinh((arr[d] - min(arr)) / s)
-            rows[d, 3] = np.arcsinh((avail[d] - min(avail)) / s)
-            rows[d, 4] = np.arcsinh(max(0.0, finish[d] + plan.tail[op] - est) / s)
-            rows[d, 5] = sum(b for b, where in in_bytes if where != d) / total_in if total_in else 0.0
-            rows[d, 8] = busy[d] / sum(busy) - 1 / D if sum(busy) else 0.0
-            rows[d, 9] = speed[d] / speed.max()
-            rows[d, 10] = float(d == largest)
-            rows[d, 11] = float(d == last)
-            rows[d, 12] = np.arcsinh(graph.compute_time[op] / speed.max() / s)
-            rows[d, 13] = plan.tail[op] / plan.critical
-            rows[d, 14] = len(order) / graph.num_ops
-            rows[d, 15] = 1 / D
-            rows[d, 16] = np.arcsinh(plan.output_transfer[op] / s)
-            rows[d, 17] = np.arcsinh((est - avail[d]) / s)
-        d = max(allowed(op), key=lambda d: (score(rows[d], *network), -d))
+            if queue[d]:
+                ready, op = min((arrival(op, d), op) for _, op in queue[d])
+                if first is None or (max(avail[d], ready), op) < first[:2]:
+                    first = (max(avail[d], ready), op, d)
+        t, op, d = first
+        queue[d] = [(r, o) for r, o in queue[d] if o != op]
+        now = max(now, t)
         arrival(op, d, book=True)
-        device[op], begin[op] = d, starts[d]
-        end[op] = starts[d] + graph.compute_time[op] / speed[d]
+        begin[op], end[op] = t, t + graph.compute_time[op] / speed[d]
         avail[d] = max(avail[d], end[op])
-        busy[d] += end[op] - begin[op]
-        pinned.setdefault(unit[op], d)
-        est = max(est, end[op] + plan.tail[op])
-        last = d
-        order.append(op)
-        rows_seen.append(rows)
-    n = graph.num_ops
+        busy[d] += end[op] - t
+        queued[d] -= end[op] - t
+        fresh = [c for c in range(n) if c not in device and inputs[c]
+                 and all(int(graph.edge_src[e]) in begin for e in inputs[c])]
     return (np.array(order), np.array([device[i] for i in range(n)]), np.array([begin[i] for i in range(n)]),
             np.array([end[i] for i in range(n)]), np.array(rows_seen))
 
@@ -138,6 +154,17 @@ def test_the_compiled_loop_is_the_literal_one(seed):
     memory = [6, 7]
     np.testing.assert_allclose(np.delete(plan.decisions.features, memory, axis=2), np.delete(rows, memory, axis=2),
                                rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(2, 5), layered_graph=st.booleans())
+def test_with_parallel_links_the_placers_schedule_is_the_simulators(seed, devices, layered_graph):
+    graph = layered(120, width=6, seed=seed) if layered_graph else training_graph(seed, continuous=True)
+    cluster = Cluster.homogeneous(devices, 2**50, LINKS[1])
+    m = ListSchedule(graph, cluster).run(random_network(seed), cluster.memory)
+    schedule = simulate(graph, cluster, m.ops.device, trace=True).schedule
+    np.testing.assert_allclose(m.ops.start, schedule.op_start, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(m.ops.end, schedule.op_end, rtol=1e-12, atol=0)
 
 
 def test_the_network_scores_alike_in_torch_numpy_and_the_compiled_loop():
@@ -199,13 +226,16 @@ def test_the_search_along_the_policy_never_returns_worse_than_its_start():
 def test_training_writes_weights_the_placer_loads_and_resumes(tmp_path):
     graphs = [training_graph(s, continuous=True, layers=6) for s in range(2)]
     family = [Instance(g, Cluster.homogeneous(2, 2**40, LINKS[s]), "test") for s, g in enumerate(graphs)]
-    config = TrainConfig(hidden=8, clone_rounds=1, rounds=1, decisions_per_graph=3, epochs=2)
+    config = TrainConfig(hidden=8, clone_rounds=1, epochs=2, generations=2, population=2, graphs_per_generation=2,
+                         eval_every=1)
     first = train(config, tmp_path, family, progress=False)
-    assert [c["phase"] for c in first["curves"]] == ["clone", "rollout"]
+    assert [c["phase"] for c in first["curves"]] == ["clone", "es", "es"]
     LearnedPlacer(weights=str(tmp_path / "learned.npz")).place(graphs[0], family[0].cluster)
     resumed = train(config, tmp_path, family, progress=False)  # nothing left to do: read back
     assert resumed["curves"] == first["curves"]
-    longer = train(TrainConfig(**{**first["config"], "rounds": 2}), tmp_path, family, progress=False)
-    assert longer["curves"][:2] == first["curves"] and len(longer["curves"]) == 3
+    longer = train(TrainConfig(**{**first["config"], "generations": 3}), tmp_path, family, progress=False)
+    assert longer["curves"][:3] == first["curves"] and len(longer["curves"]) == 4
     with pytest.raises(CheckpointError, match="another training config"):
         train(TrainConfig(**{**first["config"], "hidden": 4}), tmp_path, family, progress=False)
+    with pytest.raises(ConfigError, match="population"):
+        train(TrainConfig(population=3), tmp_path, family, progress=False)

@@ -71,8 +71,8 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel_env):
         assert proc.returncode == 0, (app, proc.stderr[-2000:])
         assert "== Configuration groups ==" in proc.stdout and "== Config ==" in proc.stdout, (app, proc.stdout)
     run_dir = where / "run"
-    proc = subprocess.run([venv / "bin" / "rlplace-compare", "graph.num_ops=40", "placers=[single,m_etf]",
+    proc = subprocess.run([venv / "bin" / "rlplace-compare", "graph.num_ops=40", "placers=[single,m_etf,learned]",
                            "plots=false", f"hydra.run.dir={run_dir}"], capture_output=True, text=True, cwd=where)
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads((run_dir / "results.json").read_text())
-    assert {r["placer"] for r in results} == {"single", "m_etf"}
+    assert {r["placer"] for r in results} == {"single", "m_etf", "learned"}  # the weights ship in the wheel

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlplace.cluster import Cluster, CommModel, load_preset
+from rlplace.costs import with_analytical_costs
 from rlplace.graph import OpGraph
 from rlplace.sim import simulate
+from rlplace.zoo import zoo_graph
 from rlplace.zoo.baechi import default_profile_path, load_baechi_profile
 from rlplace.zoo.synthetic import fork_join, layered, training_step
 
@@ -113,9 +115,6 @@ def test_family(sizes: tuple[int, ...] = (1000, 2000)) -> list[Instance]:
 
 def zoo(model: str, knobs: dict) -> OpGraph:
     """A TensorFlow zoo model with roofline costs of ``ZOO_DEVICE`` (extracted once, cached)."""
-    from rlplace.apps.tables.common import zoo_graph  # TensorFlow, only when a zoo graph is first built
-    from rlplace.costs import with_analytical_costs
-
     graph = with_analytical_costs(zoo_graph(model, knobs), ZOO_DEVICE)
     graph.name = f"{model}_{'_'.join(f'{k}{v}' for k, v in knobs.items()) or 'default'}"
     return graph

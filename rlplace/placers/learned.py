@@ -1,19 +1,22 @@
 """``learned``: a list scheduler whose device choice is a small trained network (issue 41).
 
-The loop is m-ETF's without memory deferral (Baechi §2.3): each time, the ready op that can
-start first on some device (Eq. 1: the later of the device's free time and its inputs' arrival;
-ties to the higher upward rank, HEFT Eq. 8) is placed, on the execution model of
-``rlplace.schedule`` (sequential or parallel channels, tensors sent once per destination, memory
-tracked as m-ETF tracks it, §4.2), so the placer's schedule runs in the order the simulator runs
-ops. What differs is the choice of device. For the op at hand each device d gets a row of
-``FEATURES`` read from the model: when the op would start and finish on d, when its inputs would
-arrive there, how much it would grow the step's estimate (its finish plus the compute-only path
-below it), how much of its input would move, d's memory headroom and load; times are over the
-graph's mean op duration and squashed by ``asinh``, so one set of weights applies to any graph,
-size and number of devices. A multilayer perceptron scores each row, and the op goes to the
-best-scoring device that has the memory (a colocation group's device once the group has one; the
-device it overfills least when none has room). Placing a 10,000-op graph takes a fraction of a
-second (experiments/results/learned_listsched.md).
+The loop runs the step as the simulator runs it (``rlplace.sim``): an op is decided when its last
+input has started, so its inputs' ends are known (ops ready together in decreasing upward rank,
+HEFT Eq. 8), and queued on the device chosen; each device serves its queue first come (inputs
+there first), first served, and the op that can start first starts next, booking its transfers
+(sequential or parallel channels, a tensor sent once per destination) and its memory (as m-ETF
+tracks it, Baechi §4.2) on the execution model of ``rlplace.schedule``. So with parallel links
+the placer's own schedule is the simulator's schedule of its placement (tested); with sequential
+links a transfer is booked when its reader starts (as m-ETF books it, §3.4), where the simulator
+books it when its producer ends, so a channel may serve transfers in another order. For the op being decided each device d gets a row of ``FEATURES``: when the op would
+start and finish on d (behind the work already queued there), when its inputs would arrive, how
+much it would grow the step's estimate (its finish plus the compute-only path below it), how
+much of its input would move, d's memory headroom and load; times are over the graph's mean op
+duration and squashed by ``asinh``, so one set of weights applies to any graph, size and number
+of devices. A multilayer perceptron scores each row, and the op goes to the best-scoring device
+that has the memory (a colocation group's device once the group has one; the device it
+overfills least when none has room). Placing a 10,000-op graph takes a fraction of a second
+(experiments/results/learned_listsched.md).
 
 The shipped weights (``learned.npz`` beside this file: numpy arrays read with
 ``allow_pickle=False``, so no code in a weights file runs, and no torch needed to place) were
@@ -47,9 +50,8 @@ from rlplace.placers.baselines import rank_order
 from rlplace.placers.fit import fastest_fit, whole_graph_on_one_device
 from rlplace.placers.search import evaluate_rows
 from rlplace.schedule import Model, new_model
-from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, duration, fits, hold_op_memory, hold_persistent,
-                                  least_overfilled, newly_ready, received_bytes, release_on_until, start)
+                                  least_overfilled, newly_ready, received_bytes, release_until, start)
 
 WEIGHTS = Path(__file__).with_name("learned.npz")
 FEATURES = (
@@ -221,17 +223,19 @@ class ListSchedule:
 
 
 @numba.njit(cache=True)
-def feature_rows(m, op, placed, last_device, est, cap, reserved, tail, output_transfer, scale, critical, rows, ok,
-                 scratch):  # pragma: no cover - compiled
-    """Fill ``rows[d]`` (FEATURES) and ``ok[d]`` (device d has the memory now) for ``op``, the
-    ``placed``-th op decided, after ``last_device``'s op, with the step estimated at ``est`` so
-    far; returns when ``op`` would start on each device."""
-    graph, ops, devices, channels, transfers, sent, memory, releases = (
-        m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent, m.memory, m.releases)
+def feature_rows(m, op, now, decided, last_device, est, queued, reserved, cap, tail, output_transfer, scale,
+                 critical, rows, ok, arrive, scratch):  # pragma: no cover - compiled
+    """Fill ``rows[d]`` (FEATURES), ``ok[d]`` (device d has the memory now) and ``arrive[d]``
+    (when ``op``'s inputs would be on d) for ``op``, decided at time ``now`` as the
+    ``decided``-th op, after one on ``last_device``, with the step estimated at ``est``;
+    ``queued[d]``: the compute time of ops decided for d and not started; returns the estimated
+    finish per device."""
+    graph, ops, devices, channels, transfers, sent, memory = (
+        m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent, m.memory)
     ndev = len(devices.avail)
     n = len(graph.compute)
     fastest = devices.speed.max()
-    arr = np.empty(ndev)
+    free = np.empty(ndev)
     begin = np.empty(ndev)
     finish = np.empty(ndev)
     moved = np.zeros(ndev)
@@ -246,36 +250,36 @@ def feature_rows(m, op, placed, last_device, est, cap, reserved, tail, output_tr
         for d in range(ndev):
             if ops.device[graph.edge_src[e]] != d:
                 moved[d] += b
-    busy_total = devices.busy.sum()
+    load_total = devices.busy.sum() + queued.sum()
+    persistent = graph.persistent[op]
     for d in range(ndev):
-        arr[d] = arrival(graph, ops, transfers, sent, channels, op, d, scratch)
-        begin[d] = max(devices.avail[d], arr[d])
+        arrive[d] = arrival(graph, ops, transfers, sent, channels, op, d, scratch)
+        free[d] = max(devices.avail[d], now) + queued[d]
+        begin[d] = max(free[d], arrive[d])
         finish[d] = begin[d] + duration(graph.compute, devices.speed, op, d)
-        release_on_until(releases, memory, d, devices.avail[d])
-        persistent = graph.persistent[op]
         need = persistent + graph.alloc_at_start[op] + received_bytes(graph, ops, sent, op, d)
         ok[d] = fits(memory, reserved, cap, d, need, persistent)
-        rows[d, 6] = min(4.0, (memory.live[d] + need) / max(cap[d], 1))
+        rows[d, 6] = min(4.0, (memory.live[d] + reserved[d] + need) / max(cap[d], 1))
         rows[d, 7] = min(4.0, (memory.peak[d] + persistent) / max(cap[d], 1))
-    fmin, smin, amin, vmin = finish.min(), begin.min(), arr.min(), devices.avail.min()
+    fmin, smin, amin, vmin = finish.min(), begin.min(), arrive.min(), free.min()
     for d in range(ndev):
         rows[d, 0] = np.arcsinh((finish[d] - fmin) / scale)
         rows[d, 1] = np.arcsinh((begin[d] - smin) / scale)
-        rows[d, 2] = np.arcsinh((arr[d] - amin) / scale)
-        rows[d, 3] = np.arcsinh((devices.avail[d] - vmin) / scale)
+        rows[d, 2] = np.arcsinh((arrive[d] - amin) / scale)
+        rows[d, 3] = np.arcsinh((free[d] - vmin) / scale)
         rows[d, 4] = np.arcsinh(max(0.0, finish[d] + tail[op] - est) / scale)
         rows[d, 5] = moved[d] / total_in if total_in > 0 else 0.0
-        rows[d, 8] = devices.busy[d] / busy_total - 1.0 / ndev if busy_total > 0 else 0.0
+        rows[d, 8] = (devices.busy[d] + queued[d]) / load_total - 1.0 / ndev if load_total > 0 else 0.0
         rows[d, 9] = devices.speed[d] / fastest
         rows[d, 10] = 1.0 if d == largest else 0.0
         rows[d, 11] = 1.0 if d == last_device else 0.0
         rows[d, 12] = np.arcsinh(graph.compute[op] / fastest / scale)
         rows[d, 13] = tail[op] / critical
-        rows[d, 14] = placed / n
+        rows[d, 14] = decided / n
         rows[d, 15] = 1.0 / ndev
         rows[d, 16] = np.arcsinh(output_transfer[op] / scale)
-        rows[d, 17] = np.arcsinh((est - devices.avail[d]) / scale)
-    return begin
+        rows[d, 17] = np.arcsinh((est - free[d]) / scale)
+    return finish
 
 
 @numba.njit(cache=True)
@@ -287,32 +291,24 @@ def score(row, w1, b1, w2, b2, w3, b3):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _earliest_start(m, op, pin, scratch):  # pragma: no cover - compiled
-    """When ``op`` could start first over the devices it may go to (``pin``: its group's)."""
-    graph, ops, devices, channels, transfers, sent = m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent
-    best = np.inf
-    for d in range(len(devices.avail)):
-        if pin < 0 or d == pin:
-            best = min(best, max(devices.avail[d], arrival(graph, ops, transfers, sent, channels, op, d, scratch)))
-    return best
-
-
-@numba.njit(cache=True)
 def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, scale, critical, w1, b1, w2, b2, w3,
             b3, noise, forced, record, order, features, allowed, chosen):  # pragma: no cover - compiled
-    """Place the ops of ``m``, each time the ready op that can start first (ties to the higher
-    rank, ``rank_position``): per op the feature rows of every device, the best score (plus
-    ``noise``) among the devices allowed, or ``forced``; then book the op there."""
+    """Run the step as the simulator does, deciding each op's device when its last input has
+    started (so its inputs' ends are known): ops that become ready together are decided in rank
+    order (``rank_position``), each on the best score (plus ``noise``) among the devices
+    allowed, or ``forced``, and queued there. Each device serves its queue first come (inputs
+    there first, ties to the lower index) first served, as the simulator does; the next op to
+    start is the head that can start first; starting it books its transfers and memory."""
     graph, ops, devices, channels, transfers, sent, memory, releases = (
         m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent, m.memory, m.releases)
     n = len(graph.compute)
     ndev = len(devices.avail)
-    by_position = np.empty(n, dtype=np.int64)
-    by_position[rank_position] = np.arange(n)
     pinned = np.full(num_units, -1, dtype=np.int64)
-    reserved = np.zeros(ndev, dtype=np.int64)
+    reserved = np.zeros(ndev, dtype=np.int64)  # bytes of ops queued on a device and not started
+    queued = np.zeros(ndev)                    # their compute time there
     rows = np.zeros((ndev, w1.shape[0]))
     ok = np.zeros(ndev, dtype=np.bool_)
+    arrive = np.zeros(ndev)
     scratch = np.zeros(ndev)
     missing = graph.in_ptr[1:] - graph.in_ptr[:-1]
     fresh = np.empty(n + 1, dtype=np.int64)
@@ -321,52 +317,72 @@ def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, sc
         if missing[i] == 0:
             fresh[nfresh] = i
             nfresh += 1
-    key = np.empty(n + 1)
-    ident = np.empty(n + 1, dtype=np.int64)
-    size = 0
-    est = 0.0
-    last = -1
-    for k in range(n):
-        while nfresh > 0:
-            nfresh -= 1
-            c = fresh[nfresh]
-            size = push(key, ident, 0, size, _earliest_start(m, c, pinned[unit_of[c]], scratch), rank_position[c])
-        while True:  # the stored keys are lower bounds (devices and channels only get busier): re-key lazily
-            op = by_position[ident[0]]
-            now = _earliest_start(m, op, pinned[unit_of[op]], scratch)
-            if now <= key[0]:
-                _, _, size = pop(key, ident, 0, size)
-                break
-            _, _, size = pop(key, ident, 0, size)
-            size = push(key, ident, 0, size, now, rank_position[op])
-        begin = feature_rows(m, op, k, last, est, cap, reserved, tail, output_transfer, scale, critical, rows, ok,
-                             scratch)
-        pin = pinned[unit_of[op]]
-        if pin >= 0:
-            ok[:] = False
-            ok[pin] = True
-        elif not ok.any():
-            need = graph.persistent[op] + graph.alloc_at_start[op]
-            ok[least_overfilled(memory, reserved, cap, need, graph.persistent[op])] = True
-        d = forced[k]
-        if d < 0:
-            best = -np.inf
-            for c in range(ndev):
-                if ok[c]:
-                    s = score(rows[c], w1, b1, w2, b2, w3, b3) + noise[k, c]
-                    if s > best:
-                        d, best = c, s
-        order[k] = op
-        if record:
-            features[k] = rows
-            allowed[k] = ok
-        chosen[k] = d
-        release_on_until(releases, memory, d, begin[d])
+    waiting = np.empty(ndev * n, dtype=np.int64)  # per device the ops queued there, unordered
+    size = np.zeros(ndev, dtype=np.int64)
+    est, now = 0.0, 0.0
+    last, decided, started = -1, 0, 0
+    while started < n:
+        if nfresh > 0:  # decide the ops just become ready, in rank order
+            order_fresh = np.argsort(rank_position[fresh[:nfresh]])
+            batch = fresh[:nfresh][order_fresh].copy()
+            nfresh = 0
+            release_until(releases, memory, now)
+            for op in batch:
+                finish = feature_rows(m, op, now, decided, last, est, queued, reserved, cap, tail, output_transfer,
+                                      scale, critical, rows, ok, arrive, scratch)
+                pin = pinned[unit_of[op]]
+                if pin >= 0:
+                    ok[:] = False
+                    ok[pin] = True
+                elif not ok.any():
+                    need = graph.persistent[op] + graph.alloc_at_start[op]
+                    ok[least_overfilled(memory, reserved, cap, need, graph.persistent[op])] = True
+                d = forced[decided]
+                if d < 0:
+                    best = -np.inf
+                    for c in range(ndev):
+                        if ok[c]:
+                            s = score(rows[c], w1, b1, w2, b2, w3, b3) + noise[decided, c]
+                            if s > best:
+                                d, best = c, s
+                order[decided] = op
+                if record:
+                    features[decided] = rows
+                    allowed[decided] = ok
+                chosen[decided] = d
+                decided += 1
+                ops.device[op] = d  # decided; it starts below
+                pinned[unit_of[op]] = d
+                queued[d] += duration(graph.compute, devices.speed, op, d)
+                reserved[d] += graph.persistent[op] + graph.alloc_at_start[op]
+                waiting[d * n + size[d]] = op
+                size[d] += 1
+                est = max(est, finish[d] + tail[op])
+                last = d
+            continue
+        best_d, best_k, best_s, best_op = -1, -1, np.inf, n  # the queued op that can start first
+        for d in range(ndev):
+            head_k, head_ready, head_op = -1, np.inf, n  # first come (inputs there first), first served
+            for k in range(size[d]):
+                op = waiting[d * n + k]
+                ready = arrival(graph, ops, transfers, sent, channels, op, d, scratch)
+                if ready < head_ready or (ready == head_ready and op < head_op):
+                    head_k, head_ready, head_op = k, ready, op
+            if head_k >= 0:
+                s = max(devices.avail[d], head_ready)
+                if s < best_s or (s == best_s and head_op < best_op):
+                    best_d, best_k, best_s, best_op = d, head_k, s, head_op
+        d, op = best_d, best_op
+        size[d] -= 1
+        waiting[d * n + best_k] = waiting[d * n + size[d]]
+        now = max(now, best_s)
+        length = duration(graph.compute, devices.speed, op, d)
+        queued[d] -= length
+        reserved[d] -= graph.persistent[op] + graph.alloc_at_start[op]
+        release_until(releases, memory, now)
         received = book_inputs(graph, ops, transfers, sent, channels, op, d)
-        end = start(ops, devices, op, d, begin[d], duration(graph.compute, devices.speed, op, d))
+        start(ops, devices, op, d, best_s, length)
         hold_persistent(memory, d, graph.persistent[op])
         hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received)
+        started += 1
         nfresh = newly_ready(graph, missing, op, fresh, nfresh)
-        pinned[unit_of[op]] = d
-        est = max(est, end + tail[op])
-        last = d

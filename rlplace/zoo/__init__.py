@@ -5,17 +5,22 @@ TensorFlow) only when called, so importing ``rlplace.zoo`` stays fast."""
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import math
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Mapping
 
 from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
 from rlplace.zoo.baechi import default_profile_path, load_baechi_profile
 from rlplace.zoo.synthetic import chain, fork_join, layered, linear_regression
 
 TF_MODELS = ("bert", "gnmt", "inception_v3", "linear_regression", "tensor_holography", "transformer")
 
-__all__ = ["TF_MODELS", "build_tf_model", "chain", "default_profile_path", "fork_join", "layered",
+__all__ = ["TF_MODELS", "build_tf_model", "cache_dir", "zoo_graph", "chain", "default_profile_path", "fork_join", "layered",
            "linear_regression", "load_baechi_profile", "load_graph"]
 
 
@@ -62,3 +67,22 @@ def load_graph(name: str, seed: int = 0, **overrides):
     if name.endswith(".json.gz"):
         return OpGraph.load(name)
     return load_preset("graph", name, seed=seed, **overrides)
+
+
+def cache_dir() -> Path:
+    """Extracted zoo graphs are cached here (``$RLPLACE_CACHE``, else ~/.cache/rlplace)."""
+    return Path(os.environ.get("RLPLACE_CACHE", Path.home() / ".cache" / "rlplace")) / "graphs"
+
+
+def zoo_graph(model: str, knobs: Mapping[str, Any]) -> OpGraph:
+    """The extracted (never run) TensorFlow zoo model, cached by name and knobs."""
+    tag = hashlib.sha1(json.dumps(dict(knobs), sort_keys=True).encode()).hexdigest()[:10]
+    path = cache_dir() / f"{model}_{tag}.json.gz"
+    if path.is_file():
+        return OpGraph.load(path)
+    from rlplace.tf.extract import extract
+
+    graph = extract(build_tf_model(model, **knobs))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    graph.save(path)
+    return graph

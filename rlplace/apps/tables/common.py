@@ -5,9 +5,7 @@ a run (markdown beside the paper's numbers, ``results.json``, bar charts)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.presets import load_preset  # noqa: E402
 from rlplace.sim import simulate  # noqa: E402
+from rlplace.zoo import cache_dir, zoo_graph  # noqa: E402,F401  (the tables' and experiments' import)
 from rlplace.zoo import layered, linear_regression  # noqa: E402
 from rlplace.apps.tables.claims import Claim, Verdict, verdicts  # noqa: E402
 
@@ -49,11 +48,6 @@ def progress(items: Iterable[T], desc: str, unit: str) -> Iterable[T]:
     """A tqdm bar on stderr over one table row (or the table's graphs); off when stderr is not a
     terminal, like the search placers' bars; gone when the row is done."""
     return tqdm(items, desc=desc, unit=unit, leave=False, disable=None)
-
-
-def cache_dir() -> Path:
-    """Extracted zoo graphs are cached here (``$RLPLACE_CACHE``, else ~/.cache/rlplace)."""
-    return Path(os.environ.get("RLPLACE_CACHE", Path.home() / ".cache" / "rlplace")) / "graphs"
 
 
 @dataclass
@@ -81,21 +75,6 @@ class Setting:
 
 
 # ------------------------------------------------------------------------------ graphs
-def zoo_graph(model: str, knobs: Mapping[str, Any]) -> OpGraph:
-    """The extracted (never run) TensorFlow zoo model, cached by name and knobs."""
-    tag = hashlib.sha1(json.dumps(dict(knobs), sort_keys=True).encode()).hexdigest()[:10]
-    path = cache_dir() / f"{model}_{tag}.json.gz"
-    if path.is_file():
-        return OpGraph.load(path)
-    from rlplace.tf.extract import extract
-    from rlplace.zoo import build_tf_model
-
-    graph = extract(build_tf_model(model, **knobs))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    graph.save(path)
-    return graph
-
-
 def build_setting(spec: Mapping[str, Any], device: str | None) -> Setting:
     """A table config's graph entry: ``model`` + ``knobs`` (zoo, analytical costs for
     ``device``), ``profile: baechi_gnmt`` (the Baechi authors' GTX 2080 profile) or ``graph``
