@@ -13,7 +13,8 @@ evaluations from the best heuristic's placement (seeded alike); the best heurist
 (``rlplace.placers.search.HEURISTICS``), ``single`` and the lower bound. Every step time is the
 simulator's. Also the placement time at 10,000 ops (a layered DAG, 4 devices).
 
-Writes experiments/results/learned_listsched.{json,md} (``--quick``: ``*_quick``).
+Writes experiments/results/learned_listsched.{json,md,png} (``--quick``: ``*_quick``; ``--replot``: only
+the table and the plot of the training curves, from the record).
 """
 
 from __future__ import annotations
@@ -137,11 +138,40 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(result: dict, path: Path) -> None:
+    """The training curves: the greedy policy on the training family against the best heuristic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, (seed, run) in enumerate(result["curves"].items()):
+        curves = run["curves"]
+        x = [c["clone_round"] - run["config"]["clone_rounds"] + c["generation"] for c in curves]
+        ax.plot(x, [c["ratio_geomean"] for c in curves], color=f"C{i}", label=f"{seed}: policy")
+        ax.plot(x, [c["with_single_geomean"] for c in curves], "--", color=f"C{i}", label=f"{seed}: with single fallback")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xlabel("ES generation (clone rounds at and before 0)")
+    ax.set_ylabel("step / best heuristic (geomean, training family)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path)
     parser.add_argument("--quick", action="store_true", help="the test family's small graphs only")
+    parser.add_argument("--replot", action="store_true", help="only redraw the plot and table from the record")
     args = parser.parse_args()
+    stem = "learned_listsched_quick" if args.quick else "learned_listsched"
+    if args.replot:
+        result = json.loads((RESULTS / f"{stem}.json").read_text())
+        (RESULTS / f"{stem}.md").write_text(markdown(result))
+        plot(result, RESULTS / f"{stem}.png")
+        return
     weights = {p.name: p / "learned.npz" for p in sorted(args.runs.iterdir()) if (p / "learned.npz").is_file()}
     family = test_family(sizes=(1000,) if args.quick else (1000, 2000))
     if args.quick:
@@ -155,9 +185,9 @@ def main() -> None:
     result = {"seeds": seeds, "graphs": rows, "summary": summary(rows, seeds),
               "timing": placement_seconds(weights[seeds[0]]),
               "curves": {k: json.loads((args.runs / k / "curves.json").read_text()) for k in seeds}}
-    stem = "learned_listsched_quick" if args.quick else "learned_listsched"
     (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=1))
     (RESULTS / f"{stem}.md").write_text(markdown(result))
+    plot(result, RESULTS / f"{stem}.png")
     print(markdown(result))
 
 

@@ -173,10 +173,13 @@ def learned_listsched(results: Path) -> str:
         return f"{fmt.format(float(np.median(vals)))} ({fmt.format(min(vals))}-{fmt.format(max(vals))})"
 
     slower = [summary[seed]["slower_than_single_where_it_fits"] for seed in seeds]
+    oom = [f"{seed} on {g['graph']} ({g['cluster']})" for g in recorded["graphs"] for seed in seeds
+           if g["seeds"][seed]["zero_shot"] == float("inf")]
+    oom_note = f" (inf: out of memory where the heuristics fit: {', '.join(oom)})" if oom else ""
     return (f"- zero-shot, one placement: {spread('zero_shot_gmean')}x the best heuristic of each graph (geometric "
             f"mean; median over {len(seeds)} training seeds, range), at worst {spread('zero_shot_max')}x; the policy "
             f"alone (no single-device fallback) {spread('policy_gmean')}x; slower than `single` where `single` fits: "
-            f"{max(slower)} graphs of {len(recorded['graphs'])}\n"
+            f"{max(slower)} graphs of {len(recorded['graphs'])}{oom_note}\n"
             f"- with 50 evaluations: {spread('tuned_over_search_gmean', '{:.3f}')}x a 50-evaluation local search "
             f"from the best heuristic\n"
             f"- placement time at {recorded['timing']['ops']:,} ops: {recorded['timing']['median_seconds']:.2f} s "
