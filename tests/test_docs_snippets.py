@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+import rlplace.apps  # noqa: F401,E402  (registers the apps' structured configs, which rlplace.conf composes)
 from rlplace.zoo.baechi import default_profile_path
 
 REPO = Path(__file__).resolve().parents[1]

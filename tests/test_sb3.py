@@ -139,3 +139,19 @@ def test_graph_extractor_builds_the_adjacency_once_per_batch_size():
     fresh = GraphExtractor(env.observation_space, hidden=8)
     fresh.load_state_dict(extractor.state_dict())
     np.testing.assert_allclose(extractor(other).detach(), fresh(other).detach(), rtol=1e-6)
+
+
+def test_sb3_subprocess_workers_make_the_env_by_its_module_qualified_id():
+    """The workers start fresh (spawn) and import nothing of ours until Gymnasium does."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    envs = make_vec_env("rlplace.envs:rlplace/Placement-v0", n_envs=2, vec_env_cls=SubprocVecEnv,
+                        vec_env_kwargs={"start_method": "spawn"},
+                        env_kwargs={"graph": "layered", "graph_options": {"num_ops": 30}, "cluster": "baechi_2080"})
+    try:
+        envs.reset()
+        _, reward, _, info = envs.step(np.stack([envs.action_space.sample() for _ in range(2)]))
+        assert all(i["step_time"] > 0 for i in info) and np.all(reward < 0)
+    finally:
+        envs.close()

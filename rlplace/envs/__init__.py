@@ -4,6 +4,10 @@
     import gymnasium, rlplace.envs
     env = gymnasium.make("rlplace/Placement-v0", graph="layered", cluster="baechi_2080")
     envs = gymnasium.make_vec("rlplace/Placement-v0", num_envs=4, graph="layered")  # PlacementVectorEnv
+
+Where this package may not be imported yet (the worker processes of SB3's ``SubprocVecEnv``,
+a script that only names the id), ``"rlplace.envs:rlplace/Placement-v0"`` makes Gymnasium
+import it first (Gymnasium 1.x has no entry-point plugins).
 """
 
 import gymnasium
