@@ -32,7 +32,8 @@ def random_network(seed: int, hidden: int = 8, blind: tuple[int, ...] = ()):
 def literal_list_schedule(graph, cluster, network):
     """The loop of rlplace.placers.learned written out plainly, with memory that never binds.
     The step runs as the simulator runs it: an op is decided when its last input has started,
-    ops ready together in rank order, on the device the network scores best, and queued there
+    ops ready together in rank order, on the device the network scores best (no network: where
+    it starts first, as ``critical_path`` places), and queued there
     by when its inputs arrive; the queued op that can start first starts next (ties to the lower
     index). A tensor is sent once to each device that reads it, over parallel links at once or
     over sequential links one at a time per sender and receiver, booked when its reader starts.
@@ -107,7 +108,10 @@ def literal_list_schedule(graph, cluster, network):
                 rows[d, 16] = np.arcsinh(plan.output_transfer[op] / s)
                 rows[d, 17] = np.arcsinh((est - free[d]) / s)
             options = [pinned[unit[op]]] if unit[op] in pinned else list(range(D))
-            d = max(options, key=lambda d: (score(rows[d], *network), -d))
+            if network is None:  # critical_path: the earliest start, then finish
+                d = min(options, key=lambda d: (starts[d], finish[d], d))
+            else:
+                d = max(options, key=lambda d: (score(rows[d], *network), -d))
             device[op] = d
             pinned.setdefault(unit[op], d)
             queued[d] += graph.compute_time[op] / speed[d]
@@ -139,11 +143,12 @@ def literal_list_schedule(graph, cluster, network):
             np.array([end[i] for i in range(n)]), np.array(rows_seen))
 
 
+@pytest.mark.parametrize("rule", ["network", "earliest_start"])
 @pytest.mark.parametrize("seed", range(6))
-def test_the_compiled_loop_is_the_literal_one(seed):
+def test_the_compiled_loop_is_the_literal_one(seed, rule):
     graph = training_graph(seed, continuous=True) if seed % 2 else layered(60, width=5, seed=seed)
     cluster = Cluster.homogeneous(2 + seed % 3, 2**50, LINKS[seed % 2])
-    network = random_network(seed, blind=(6, 7))  # the memory columns; memory never binds here
+    network = random_network(seed, blind=(6, 7)) if rule == "network" else None  # blind: memory never binds here
     order, device, begin, end, rows = literal_list_schedule(graph, cluster, network)
     plan = ListSchedule(graph, cluster)
     m = plan.run(network, cluster.memory, record=True)
@@ -157,11 +162,12 @@ def test_the_compiled_loop_is_the_literal_one(seed):
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), devices=st.integers(2, 5), layered_graph=st.booleans())
-def test_with_parallel_links_the_placers_schedule_is_the_simulators(seed, devices, layered_graph):
+@given(seed=st.integers(0, 10_000), devices=st.integers(2, 5), layered_graph=st.booleans(), rule=st.booleans())
+def test_with_parallel_links_the_placers_schedule_is_the_simulators(seed, devices, layered_graph, rule):
+    """For ``learned`` (a random network) and ``critical_path`` (no network) alike."""
     graph = layered(120, width=6, seed=seed) if layered_graph else training_graph(seed, continuous=True)
     cluster = Cluster.homogeneous(devices, 2**50, LINKS[1])
-    m = ListSchedule(graph, cluster).run(random_network(seed), cluster.memory)
+    m = ListSchedule(graph, cluster).run(random_network(seed) if rule else None, cluster.memory)
     schedule = simulate(graph, cluster, m.ops.device, trace=True).schedule
     np.testing.assert_allclose(m.ops.start, schedule.op_start, rtol=1e-12, atol=0)
     np.testing.assert_allclose(m.ops.end, schedule.op_end, rtol=1e-12, atol=0)

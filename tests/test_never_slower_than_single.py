@@ -33,7 +33,7 @@ def test_no_list_scheduler_is_slower_than_single_where_single_fits(seed, continu
     cluster = tight_cluster(graph, devices, slack, LINKS[link])
     single = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64))
     assert not single.oom
-    for name in LIST_SCHEDULERS + ["learned"]:
+    for name in LIST_SCHEDULERS + ["learned", "critical_path"]:
         result = simulate(graph, cluster, make_placer(name).place(graph, cluster))
         assert not result.oom, name
         assert result.step_time <= single.step_time * (1 + 1e-12), (name, result.step_time / single.step_time)

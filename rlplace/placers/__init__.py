@@ -60,5 +60,6 @@ from rlplace.placers import baechi  # noqa: E402,F401  (registers m_topo, m_etf,
 from rlplace.placers import celeritas  # noqa: E402,F401  (registers order_place and celeritas)
 from rlplace.placers import search  # noqa: E402,F401  (registers local_search and annealing)
 from rlplace.placers import learned  # noqa: E402,F401  (registers learned)
+from rlplace.placers import critical_path  # noqa: E402,F401  (registers critical_path)
 
 __all__ = ["Placer", "available_placers", "make_placer", "register"]

@@ -60,6 +60,7 @@ FEATURES = (
     "inverse_devices", "output_transfer", "slack")
 NUM_FEATURES = len(FEATURES)
 LAYERS = ("w1", "b1", "w2", "b2", "w3", "b3")
+_NO_NETWORK = (np.zeros((NUM_FEATURES, 1)), np.zeros(1), np.zeros((1, 1)), np.zeros(1), np.zeros(1), np.zeros(1))
 
 
 @dataclass(frozen=True)
@@ -202,11 +203,16 @@ class ListSchedule:
 
     def run(self, network, budget: np.ndarray, noise: np.ndarray | None = None,
             forced: np.ndarray | None = None, record: bool = False) -> Model:
-        """Place every op: ``network`` (``load_weights``) scores devices, ``noise`` (n, D) is
-        added to the scores (sampling), ``forced[k] >= 0`` takes that device for the k-th op
-        decided. Returns the finished model (``m.ops.device``, ``m.memory.peak``: the planned peak
-        per device); with ``record``, ``self.decisions`` holds what the policy saw."""
+        """Place every op: ``network`` (``load_weights``) scores devices, or with ``network=None``
+        each op goes where it starts earliest (ties: finishes earliest, then the lower device;
+        ``critical_path``); ``noise`` (n, D) is added to the scores (sampling), ``forced[k] >= 0``
+        takes that device for the k-th op decided. Returns the finished model (``m.ops.device``,
+        ``m.memory.peak``: the planned peak per device); with ``record``, ``self.decisions``
+        holds what the policy saw."""
         n, D = self.graph.num_ops, self.cluster.num_devices
+        earliest_start = network is None
+        if earliest_start:
+            network = _NO_NETWORK
         m = new_model(self.graph, self.cluster, placer=True)
         noise = np.zeros((n, D)) if noise is None else np.asarray(noise, dtype=np.float64)
         forced = np.full(n, -1, dtype=np.int64) if forced is None else np.asarray(forced, dtype=np.int64)
@@ -215,8 +221,8 @@ class ListSchedule:
         chosen = np.zeros(n, dtype=np.int64)
         order = np.zeros(n, dtype=np.int64)
         _decide(m, self.rank_position, self.units.group_of, self.units.num_groups, np.asarray(budget, dtype=np.int64),
-                self.tail, self.output_transfer, self.scale, self.critical, *network, noise, forced, record,
-                order, features, allowed, chosen)
+                self.tail, self.output_transfer, self.scale, self.critical, *network, earliest_start, noise, forced,
+                record, order, features, allowed, chosen)
         if record:
             self.decisions = Decisions(order, features, allowed, chosen)
         return m
@@ -292,11 +298,11 @@ def score(row, w1, b1, w2, b2, w3, b3):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, scale, critical, w1, b1, w2, b2, w3,
-            b3, noise, forced, record, order, features, allowed, chosen):  # pragma: no cover - compiled
+            b3, earliest_start, noise, forced, record, order, features, allowed, chosen):  # pragma: no cover - compiled
     """Run the step as the simulator does, deciding each op's device when its last input has
     started (so its inputs' ends are known): ops that become ready together are decided in rank
     order (``rank_position``), each on the best score (plus ``noise``) among the devices
-    allowed, or ``forced``, and queued there. Each device serves its queue first come (inputs
+    allowed (``earliest_start``: the earliest start, then finish), or ``forced``, and queued there. Each device serves its queue first come (inputs
     there first, ties to the lower index) first served, as the simulator does; the next op to
     start is the head that can start first; starting it books its transfers and memory."""
     graph, ops, devices, channels, transfers, sent, memory, releases = (
@@ -338,7 +344,11 @@ def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, sc
                     need = graph.persistent[op] + graph.alloc_at_start[op]
                     ok[least_overfilled(memory, reserved, cap, need, graph.persistent[op])] = True
                 d = forced[decided]
-                if d < 0:
+                if d < 0 and earliest_start:
+                    for c in range(ndev):  # rows[c, 1] and rows[c, 0] grow with the start and finish
+                        if ok[c] and (d < 0 or (rows[c, 1], rows[c, 0]) < (rows[d, 1], rows[d, 0])):
+                            d = c
+                elif d < 0:
                     best = -np.inf
                     for c in range(ndev):
                         if ok[c]:
