@@ -25,23 +25,31 @@ CATEGORY_COLOURS = (0, 1, 2, 4, 5, 6, 8, 9)  # tab10 without red (the critical p
 def format_table(records: Sequence[dict], cluster: Cluster) -> str:
     """A text table of comparison records (``placer``, ``step_time``, ``oom``,
     ``oom_devices``, ``peak_memory``, ``placement_time``, ``ops_placed``). A record with an
-    ``error`` (a placer that failed) is a row that says so, its error under the table."""
-    header = ["placer", "step time (ms)", "OOM", "peak memory per device (GiB)",
+    ``error`` (a placer that failed) is a row that says so, its error under the table. Records
+    that carry the lower bounds (``lower_bound``, ``communication_bound``: ``rlplace.bounds``)
+    get a column of the step time over the communication bound, and the bounds under the table."""
+    bounded = [r for r in records if "communication_bound" in r]
+    header = ["placer", "step time (ms)", *(["/ bound"] if bounded else []), "OOM", "peak memory per device (GiB)",
               "placement time (s)", "ops placed"]
     rows, errors = [], []
     for r in records:
+        ratio = ([f"{r['step_time'] / r['communication_bound']:.2f}" if r.get("communication_bound") else "-"]
+                 if bounded else [])
         if "error" in r:
-            rows.append([r["placer"], "failed", "-", "-", f"{r['placement_time']:.3f}", "-"])
+            rows.append([r["placer"], "failed", *(["-"] if bounded else []), "-", "-", f"{r['placement_time']:.3f}", "-"])
             errors.append(f"{r['placer']} failed: {r['error']}")
             continue
         oom = ",".join(cluster.devices[d].name for d in r["oom_devices"]) if r["oom"] else "no"
-        rows.append([r["placer"], f"{r['step_time'] * 1e3:.3f}", oom,
+        rows.append([r["placer"], f"{r['step_time'] * 1e3:.3f}", *ratio, oom,
                      " ".join(f"{b / GIB:.2f}" for b in r["peak_memory"]),
                      f"{r['placement_time']:.3f}", str(r["ops_placed"])])
     widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(header)]
-    line = lambda cells: "  ".join(c.ljust(w) if k in (0, 2, 3) else c.rjust(w)  # noqa: E731
+    left = {0, header.index("OOM"), header.index("OOM") + 1}
+    line = lambda cells: "  ".join(c.ljust(w) if k in left else c.rjust(w)  # noqa: E731
                                    for k, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows), *errors])
+    notes = [f"lower bound: {bounded[0]['communication_bound'] * 1e3:.3f} ms with communication, "
+             f"{bounded[0]['lower_bound'] * 1e3:.3f} ms without (rlplace.bounds)"] if bounded else []
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows), *notes, *errors])
 
 
 def op_categories(graph: OpGraph, busy: np.ndarray, most: int = 8) -> tuple[list[str], np.ndarray]:

@@ -7,6 +7,9 @@ backend, print a table and write ``results.json`` and plots into the Hydra run d
 
 A search placer (local_search, annealing) evaluates its candidates on the compare backend; its
 curve (best step time against placements evaluated) goes into results.json and curves.png.
+Every record carries the graph's lower bounds on any placement's step time (``lower_bound``,
+compute only, and ``communication_bound``, which counts transfers: ``rlplace.bounds``); the
+table shows each step time over the communication bound.
 A trained policy placing the graph and cluster it was trained on brings its training curve, and
 a local search beside it (``rlplace.apps.beside``: from its first training placement, at its
 evaluations and at its training time capped at ``beside_seconds``) joins the placers.
@@ -34,6 +37,7 @@ from tqdm import tqdm
 from rlplace.apps.beside import beside_placers
 from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors, verifying
 from rlplace.backends import make_backend
+from rlplace.bounds import communication_bound
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
@@ -69,6 +73,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
         if not isinstance(options, dict):
             raise ConfigError(f"placer_options.{name}: options by name, e.g. +placer_options.{name}.seed=1, "
                               f"got {options!r}")
+    bounds = {"lower_bound": lower_bound(graph, cluster), "communication_bound": communication_bound(graph, cluster)}
     placers = [(name, _placer(name, cfg.seed, placer_options.get(name, {}), verifying(backend, cfg)))
                for name in names]  # every name is checked before any work starts
     placers += beside_placers(placers, graph, cluster, cfg.seed, backend, cfg.beside_seconds)
@@ -83,10 +88,11 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
         except Exception as exc:  # noqa: BLE001 - one placer's failure must not cost the others
             error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
             failures.append(f"{PROG}: placer {name} failed: {error}")
-            records.append({"placer": name, "error": error, "placement_time": time.perf_counter() - start})
+            records.append({"placer": name, "error": error, "placement_time": time.perf_counter() - start, **bounds})
         else:
             records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
-                            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops), **_search_record(placer)})
+                            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops), **_search_record(placer),
+                            **bounds})
             placements[name] = placement
         if placements:  # once one placer has placed, failures are said as they come (above the bar)
             for line in failures:
@@ -109,7 +115,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
                             f"({best['step_time'] * 1e3:.3f} ms)")
         plot_memory(placed, cluster, out_dir / "memory.png")
         if any("curve" in r for r in placed):
-            plot_curves(placed, lower_bound(graph, cluster), out_dir / "curves.png",
+            plot_curves(placed, bounds["communication_bound"], out_dir / "curves.png",
                         title=f"{graph.name}: best step time against placements evaluated")
     log.info(f"best: {best['placer']}; results in {out_dir}")
     return records
