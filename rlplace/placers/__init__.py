@@ -61,5 +61,6 @@ from rlplace.placers import celeritas  # noqa: E402,F401  (registers order_place
 from rlplace.placers import search  # noqa: E402,F401  (registers local_search and annealing)
 from rlplace.placers import learned  # noqa: E402,F401  (registers learned)
 from rlplace.placers import critical_path  # noqa: E402,F401  (registers critical_path)
+from rlplace.placers import exact  # noqa: E402,F401  (registers exact)
 
 __all__ = ["Placer", "available_placers", "make_placer", "register"]

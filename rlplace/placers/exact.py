@@ -1,0 +1,281 @@
+"""``exact``: placement and schedule as a constraint model, solved by OR-Tools CP-SAT (issue 42
+item 1): the best placement found in ``seconds``, and a proven lower bound on every placement's
+step time, so a table can say how far any placer is from the optimum.
+
+The model (times in integer ticks of ``tick`` seconds, each duration rounded down, so the
+model's optimum is never above the true one):
+
+* ``x[i, d]``: op ``i`` on device ``d``, one device per op, a colocation group on one device;
+* op ``i`` starts at ``s[i]`` and, on ``d``, runs ``compute_time / speed[d]``: one optional
+  interval per (op, device), and on each device the intervals do not overlap (each device runs
+  one op at a time);
+* an input made on another device arrives one transfer after its producer ends: with
+  ``parallel`` links the reader starts at least the longest transfer between the two ops after
+  the producer's end when they are apart; with ``sequential`` links a tensor sent to device ``b``
+  is one transfer, started after its producer ends, that every reader on ``b`` waits for and
+  that holds the sender's send channel and ``b``'s receive channel (no two transfers overlap on
+  a channel), as in the simulator;
+* memory: the persistent bytes on a device fit its memory;
+* minimize the step: the latest end.
+
+Every schedule the simulator runs is a solution (its transfers start when their producer ends or
+later, its devices and channels serve one at a time), so the solver's bound is a lower bound on
+the simulated step time of every placement that fits. The model is a relaxation of the simulator
+in two ways: it may order a device's ops as it likes, where the simulator runs them first come,
+first served, and it checks only persistent memory. So each placement the solver finds is run by
+the simulator (``rlplace.sim``), and the fastest that fits is the answer; its step time is the
+simulator's. ``optimal`` is said when that step time is within ``1e-4`` of the bound (the model's
+ticks are a 1e-7 part of the starting step time, so rounding costs at most about 2e-7 per op of a
+path).
+
+The solver starts from the fastest of the placements of ``single``, ``m_etf`` and
+``critical_path`` (its schedule as the simulator runs it, a hint the solver repairs into its first
+solution), so it is never worse than they are. Its bound is never below
+``rlplace.bounds.communication_bound``.
+
+``coarsen=True`` solves the quotient of Baechi's graph optimizer (co-placement and fusion,
+``rlplace.coarsen.GraphOptimizer``) and expands its placement to the ops: far fewer variables on
+large graphs, but the quotient runs a group's ops back to back, so its optimum bounds only the
+coarse problem; the bound reported is then ``communication_bound`` of the graph itself.
+
+With several workers and a time limit the search is not deterministic; ``workers=1`` with a
+fixed ``seed`` is, up to the time limit.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlplace.bounds import communication_bound, heads_and_tails
+from rlplace.cluster import Cluster
+from rlplace.coarsen import CoarseGraph, GraphOptimizer
+from rlplace.errors import ConfigError
+from rlplace.graph import OpGraph
+from rlplace.placement import Placement
+from rlplace.placers import make_placer, register
+from rlplace.sim import StepResult, simulate
+
+TICKS = 10**7        # the starting step time in model ticks
+OPTIMAL_GAP = 1e-4   # step time over bound, less one, at which the answer is called optimal
+STARTS = ("single", "m_etf", "critical_path")
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """What ``ExactPlacer.solve`` found: the fastest placement (simulated, fitting where any
+    does), its step time, a lower bound on every placement's step time, and how the search went."""
+
+    placement: Placement
+    step_time: float
+    oom: bool
+    bound: float
+    optimal: bool
+    status: str           # CP-SAT's: OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN
+    solutions: int        # placements the solver found (each simulated)
+    model_bound: float    # the solver's own bound, s (of the coarse problem with ``coarsen``)
+    seconds: float        # wall time of the whole solve
+
+    @property
+    def gap(self) -> float:
+        """Step time over the bound, less one: how far from optimal it can be at most."""
+        return self.step_time / self.bound - 1 if self.bound > 0 else (0.0 if self.step_time == 0 else math.inf)
+
+
+@register("exact")
+@dataclass
+class ExactPlacer:
+    """The CP-SAT placement model (module docstring): ``seconds`` of search, ``workers`` solver
+    threads (0: one per core), ``seed``; ``coarsen``: solve Baechi's optimized quotient."""
+
+    seconds: float = 60.0
+    workers: int = 0
+    seed: int = 0
+    coarsen: bool = False
+
+    def __post_init__(self):
+        if not (isinstance(self.seconds, (int, float)) and math.isfinite(self.seconds) and self.seconds > 0):
+            raise ConfigError(f"exact: seconds must be a number > 0, got {self.seconds!r}")
+        if not isinstance(self.workers, int) or self.workers < 0:
+            raise ConfigError(f"exact: workers must be an integer >= 0, got {self.workers!r}")
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        return self.solve(graph, cluster).placement
+
+    def solve(self, graph: OpGraph, cluster: Cluster) -> ExactResult:
+        began = time.perf_counter()
+        coarse = GraphOptimizer().optimize(graph, cluster.comm) if self.coarsen else None
+        work = coarse.quotient() if coarse is not None else graph
+        expand = (lambda device: coarse.expand(device).device_of) if coarse is not None else (lambda device: device)
+        best: list = []  # [(oom, step time), device per op of graph]
+
+        def consider(device: np.ndarray) -> None:
+            result = simulate(graph, cluster, expand(device))
+            key = (result.oom, result.step_time)
+            if not best or key < best[0]:
+                best[:] = [key, expand(device).copy()]
+
+        starts = [(name, make_placer(name).place(work, cluster).device_of) for name in STARTS]
+        traced = [(simulate(work, cluster, d, trace=True), d) for _, d in starts]
+        for _, device in starts:
+            consider(device)
+        hint_result, hint = min(traced, key=lambda rd: (rd[0].oom, rd[0].step_time))
+        model = _Model(work, cluster, hint_result)
+        status, solutions, model_bound = model.solve(self.seconds, self.workers, self.seed, consider)
+        floor = communication_bound(graph, cluster)
+        bound = floor if coarse is not None else max(floor, model_bound)
+        (oom, step), device = best
+        optimal = not oom and step <= bound * (1 + OPTIMAL_GAP)
+        return ExactResult(Placement(device), step, oom, bound, optimal, status, solutions, model_bound,
+                           time.perf_counter() - began)
+
+
+class _Model:
+    """The CP-SAT model of one graph on one cluster, with the ``hint`` schedule (a simulated
+    StepResult with its schedule) as the solver's first solution."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, hint: StepResult):
+        from ortools.sat.python import cp_model
+
+        self.cp = cp_model
+        self.graph, self.cluster = graph, cluster
+        n, D = graph.num_ops, cluster.num_devices
+        self.tick = max(hint.step_time, 1e-12) / TICKS
+        m = self.model = cp_model.CpModel()
+        horizon = int(hint.step_time / self.tick) + 1
+        schedule = hint.schedule
+        hint_start = np.floor(schedule.op_start / self.tick).astype(np.int64)
+        hint_device = schedule.op_device
+        duration = np.floor(graph.compute_time[:, None] / cluster.speeds[None, :] / self.tick).astype(np.int64)
+
+        units = CoarseGraph.colocation(graph)
+        unit_x = [[m.NewBoolVar(f"x{u}_{d}") for d in range(D)] for u in range(units.num_groups)]
+        for u, row in enumerate(unit_x):
+            m.AddExactlyOne(row)
+        self.x = [unit_x[u] for u in units.group_of]
+        self.start = [m.NewIntVar(0, horizon, f"s{i}") for i in range(n)]
+        end = [m.NewIntVar(0, horizon, f"e{i}") for i in range(n)]
+        on_device: list[list] = [[] for _ in range(D)]
+        for i in range(n):
+            for d in range(D):
+                on_device[d].append(m.NewOptionalFixedSizeIntervalVar(self.start[i], int(duration[i, d]), self.x[i][d],
+                                                                      f"op{i}_{d}"))
+                m.Add(end[i] == self.start[i] + int(duration[i, d])).OnlyEnforceIf(self.x[i][d])
+        for d in range(D):
+            m.AddNoOverlap(on_device[d])
+            persistent = [(int(graph.persistent_bytes[i]), self.x[i][d]) for i in range(n) if graph.persistent_bytes[i]]
+            if persistent:
+                m.Add(sum(b * v for b, v in persistent) <= int(cluster.memory[d]))
+        step = m.NewIntVar(0, horizon, "step")
+        m.AddMaxEquality(step, end)
+        m.Minimize(step)
+        # Redundant, for the solver's bound: rlplace.bounds' heads and tails (rounded down; a
+        # tail ends on some op's end, rounded down once more), and each device's load.
+        head, tail = heads_and_tails(graph, cluster)
+        for i in range(n):
+            m.Add(self.start[i] >= int(head[i] / self.tick))
+            m.Add(step >= end[i] + int(tail[i] / self.tick) - 1)
+        for d in range(D):
+            m.Add(sum(int(duration[i, d]) * self.x[i][d] for i in range(n) if duration[i, d]) <= step)
+
+        xfer = np.floor(np.asarray(cluster.comm.transfer_time(graph.tensor_bytes), dtype=np.float64).reshape(-1)
+                        / self.tick).astype(np.int64)
+        for e in range(graph.num_edges):
+            m.Add(self.start[graph.edge_dst[e]] >= end[graph.edge_src[e]])
+        if D > 1 and cluster.comm.mode == "sequential":
+            self._sequential_transfers(end, xfer, horizon, schedule)
+        elif D > 1:
+            self._parallel_transfers(end, xfer, hint_device)
+
+        for i in range(n):
+            m.AddHint(self.start[i], int(hint_start[i]))
+            m.AddHint(end[i], int(hint_start[i] + duration[i, hint_device[i]]))
+        for u, first in enumerate(units.first_ops()):
+            for d in range(D):
+                m.AddHint(unit_x[u][d], int(hint_device[first] == d))
+        m.AddHint(step, int(max((hint_start + duration[np.arange(n), hint_device]).max(initial=0), 0)))
+
+    def _parallel_transfers(self, end, xfer, hint_device) -> None:
+        """A reader on another device than its producer starts the longest transfer between
+        them after the producer's end."""
+        m, g, D = self.model, self.graph, self.cluster.num_devices
+        longest: dict[tuple[int, int], int] = {}
+        for e in range(g.num_edges):
+            pair = (int(g.edge_src[e]), int(g.edge_dst[e]))
+            longest[pair] = max(longest.get(pair, 0), int(xfer[g.edge_tensor[e]]))
+        for (p, r), c in longest.items():
+            if c <= 0 or self.x[p] is self.x[r]:
+                continue
+            apart = m.NewBoolVar(f"apart{p}_{r}")
+            for d in range(D):
+                m.Add(apart >= self.x[p][d] - self.x[r][d])
+            m.Add(self.start[r] >= end[p] + c * apart)
+            m.AddHint(apart, int(hint_device[p] != hint_device[r]))
+
+    def _sequential_transfers(self, end, xfer, horizon, schedule) -> None:
+        """Per tensor and destination device one transfer, after its producer ends, that its
+        readers there wait for, holding the sender's send and the receiver's receive channel."""
+        m, g, D = self.model, self.graph, self.cluster.num_devices
+        sent = {(int(t), int(b)): int(s / self.tick) for t, b, s in
+                zip(schedule.transfer_tensor, schedule.transfer_dst_device, schedule.transfer_start)}
+        hint_device = schedule.op_device
+        send: list[list] = [[] for _ in range(D)]
+        receive: list[list] = [[] for _ in range(D)]
+        for t in range(len(g.tensor_src)):
+            c = int(xfer[t])
+            p = int(g.tensor_src[t])
+            readers = sorted({int(r) for r in g.edge_dst[g.tensor_ptr[t]:g.tensor_ptr[t + 1]] if self.x[r] is not self.x[p]})
+            if c <= 0 or not readers:
+                continue
+            for b in range(D):
+                to_b = m.NewBoolVar(f"z{t}_{b}")
+                begin = m.NewIntVar(0, horizon, f"ts{t}_{b}")
+                m.Add(begin >= end[p])
+                for r in readers:
+                    m.Add(to_b >= self.x[r][b] - self.x[p][b])
+                    m.Add(self.start[r] >= begin + c).OnlyEnforceIf([self.x[r][b], to_b])
+                was = (t, b) in sent
+                m.AddHint(to_b, int(was))
+                m.AddHint(begin, sent[(t, b)] if was else int(
+                    np.floor(schedule.op_end[p] / self.tick)))
+                for a in range(D):
+                    if a == b:
+                        continue
+                    used = m.NewBoolVar(f"y{t}_{a}_{b}")
+                    m.Add(used >= self.x[p][a] + to_b - 1)
+                    m.AddHint(used, int(was and hint_device[p] == a))
+                    interval = m.NewOptionalFixedSizeIntervalVar(begin, c, used, f"tr{t}_{a}_{b}")
+                    send[a].append(interval)
+                    receive[b].append(interval)
+        for d in range(D):
+            m.AddNoOverlap(send[d])
+            m.AddNoOverlap(receive[d])
+
+    def solve(self, seconds: float, workers: int, seed: int, consider) -> tuple[str, int, float]:
+        """Search for ``seconds``; ``consider(device per op)`` sees every placement found.
+        Returns CP-SAT's status, the number of placements found and its bound in seconds."""
+        cp, D = self.cp, self.cluster.num_devices
+        x = self.x
+
+        class Found(cp.CpSolverSolutionCallback):
+            def __init__(self):
+                super().__init__()
+                self.count = 0
+
+            def on_solution_callback(self):
+                self.count += 1
+                consider(np.array([next(d for d in range(D) if self.BooleanValue(row[d])) for row in x],
+                                  dtype=np.int64))
+
+        solver = cp.CpSolver()
+        solver.parameters.max_time_in_seconds = float(seconds)
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = seed
+        found = Found()
+        status = solver.Solve(self.model, found)
+        # INFEASIBLE: no placement's persistent bytes fit, so none fits; the bound says nothing then
+        bound = solver.BestObjectiveBound() * self.tick if status in (cp.OPTIMAL, cp.FEASIBLE) else 0.0
+        return solver.StatusName(status), found.count, max(bound, 0.0)
