@@ -14,7 +14,8 @@ from rlplace.cluster import Cluster, CommModel
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
-from rlplace.placers.exact import ExactPlacer
+from rlplace.coarsen import CoarseGraph
+from rlplace.placers.exact import QUEUE_PAIRS, ExactPlacer, _Model, _unrelated_pairs
 from rlplace.sim import simulate, simulate_many
 from rlplace.zoo.synthetic import layered
 
@@ -38,6 +39,28 @@ def test_the_bound_is_below_the_best_placement_and_optimal_means_it(graph, devic
     assert result.step_time >= fastest
     if result.optimal:
         assert result.step_time <= fastest * (1 + 1e-4)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(2, 4), link=st.integers(0, 1), layered_graph=st.booleans())
+def test_every_simulated_schedule_is_a_solution_of_the_model(seed, devices, link, layered_graph):
+    """The model relaxes the simulator: fixed to the simulator's schedule of a random placement
+    (times rounded down to ticks), the solver finds it feasible, queues and channels included."""
+    from ortools.sat.python import cp_model
+
+    graph = layered(30, width=5, seed=seed) if layered_graph else training_graph(seed, continuous=True)
+    cluster = Cluster.homogeneous(devices, 2**40, [CommModel(134e-6, 1.754e-10, "sequential"),
+                                                   CommModel(2e-5, 1e-9, "parallel")][link])
+    units = CoarseGraph.colocation(graph)
+    placement = units.expand(np.random.default_rng(seed).integers(0, devices, units.num_groups))
+    result = simulate(graph, cluster, placement, trace=True)
+    model = _Model(graph, cluster, result)
+    assert len(_unrelated_pairs(graph)) <= QUEUE_PAIRS  # the queues are in the model
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    assert solver.Solve(model.model) == cp_model.OPTIMAL
+    assert solver.ObjectiveValue() * model.tick <= result.step_time
 
 
 @pytest.mark.parametrize("seed", range(3))
