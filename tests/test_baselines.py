@@ -153,12 +153,12 @@ def test_heft_pins_a_colocation_group_to_its_first_placed_op():
     assert s.start[g.index["apply"]] == 6.0
 
 
-@given(annotated_dags(), st.integers(1, 4), st.sampled_from(["parallel", "sequential"]))
-def test_heft_schedule_is_a_valid_schedule(g, num_devices, mode):
+@given(annotated_dags(), st.integers(1, 4), st.sampled_from(["parallel", "sequential"]), st.booleans())
+def test_heft_schedule_is_a_valid_schedule(g, num_devices, mode, contention_free):
     speeds = [1.0, 2.0, 0.5, 1.5][:num_devices]
     c = Cluster([Device(f"d{i}", 10**9, v) for i, v in enumerate(speeds)],
                 CommModel(latency=0.3, seconds_per_byte=0.02, mode=mode))
-    s = HeftPlacer().schedule(g, c)
+    s = HeftPlacer(contention_free=contention_free).schedule(g, c)
     position = np.empty(g.num_ops, dtype=np.int64)
     position[s.order] = np.arange(g.num_ops)
     assert sorted(s.order.tolist()) == list(range(g.num_ops))
@@ -172,6 +172,13 @@ def test_heft_schedule_is_a_valid_schedule(g, num_devices, mode):
         mine = np.flatnonzero((s.device == d) & (duration > 0))
         order = mine[np.argsort(s.start[mine])]
         assert np.all(s.start[order][1:] >= s.finish[order][:-1] - 1e-9)
+    if mode == "sequential" and not contention_free:  # planned on the cluster's own channels
+        t = s.schedule
+        for ends in (t.transfer_src_device, t.transfer_dst_device):
+            for d in range(num_devices):
+                mine = np.flatnonzero((ends == d) & (t.transfer_end > t.transfer_start))
+                order = mine[np.argsort(t.transfer_start[mine])]
+                assert np.all(t.transfer_start[order][1:] >= t.transfer_end[order][:-1] - 1e-9)
 
 
 # ------------------------------------------------------------------------------ GNMT profile
