@@ -3,18 +3,21 @@ against every algorithmic placer and a 2,000-evaluation local search (issue 42 i
 
     .venv/bin/python experiments/exact_reference.py [--seconds 60] [--quick]
 
-Graphs: layered random DAGs of 20, 50, 100 and 200 ops (two seeds each) and of 500 and 2,000
+Graphs: layered random DAGs of 20, 30, 40, 50, 100 and 200 ops (two seeds each) and of 500 and 2,000
 ops (one seed), the synthetic training steps of ``rlplace.zoo.synthetic.training_step`` (forward
 layers with weights, their backward ops and updates; 36-57 ops, three seeds), each on 4 devices
 with ample memory, over Baechi's sequential PCIe links (134 µs + 0.1754 ns/B) and over parallel
 links (20 µs + 1 ns/B). Per graph: the exact placer's step time (simulated), its lower bound,
 the gap between them and whether it proved optimality within ``--seconds``; each placer's step
 time over the best known (the smallest of all here, the optimum where proved) and over the
-bound. Writes experiments/results/exact_reference.{json,md} (``--quick``: ``*_quick``).
+bound. Writes experiments/results/exact_reference.{json,md} (``--quick``: ``*_quick``); with
+``--only PATTERN ...`` (graph keys, shell patterns) it runs those graphs and merges them into the
+recorded json.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import time
 from pathlib import Path
@@ -41,7 +44,7 @@ def graphs(quick: bool):
         yield "layered20_s0", layered(20, width=2, seed=0)
         yield "training_s0", training_step(0, continuous=True)
         return
-    for n in (20, 50, 100, 200):
+    for n in (20, 30, 40, 50, 100, 200):
         for seed in (0, 1):
             yield f"layered{n}_s{seed}", layered(n, width=max(2, n // 10), seed=seed)
     for seed in range(3):
@@ -103,18 +106,29 @@ def main() -> None:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="the exact placer's time limit per graph")
     parser.add_argument("--quick", action="store_true", help="two small graphs, 5 s each")
+    parser.add_argument("--only", nargs="+", metavar="PATTERN", help="graph keys to run, merged into the record")
     args = parser.parse_args()
     seconds = 5.0 if args.quick else args.seconds
+    stem = "exact_reference_quick" if args.quick else "exact_reference"
     began = time.perf_counter()
     runs = []
     for key, graph in graphs(args.quick):
+        if args.only and not any(fnmatch.fnmatch(key, p) for p in args.only):
+            continue
         for link in LINKS:
             runs.append(run(key, graph, link, seconds))
             r = runs[-1]
             print(f"{key} {link}: exact {r['steps']['exact'] * 1e3:.3f} ms, bound {r['bound'] * 1e3:.3f} ms, "
                   f"gap {100 * r['gap']:.2f}%, {r['status']}", flush=True)
     record = {"seconds": seconds, "search": SEARCH, "run_time_s": time.perf_counter() - began, "runs": runs}
-    stem = "exact_reference_quick" if args.quick else "exact_reference"
+    path = RESULTS / f"{stem}.json"
+    if args.only and path.is_file():
+        old = json.loads(path.read_text())
+        new = {(r["key"], r["link"]) for r in runs}
+        order = [key for key, _ in graphs(args.quick)]
+        kept = [r for r in old["runs"] if (r["key"], r["link"]) not in new]
+        runs = sorted(kept + runs, key=lambda r: (order.index(r["key"]), list(LINKS).index(r["link"])))
+        record = {**record, "runs": runs, "run_time_s": old["run_time_s"] + record["run_time_s"]}
     (RESULTS / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
     (RESULTS / f"{stem}.md").write_text(markdown(record))
     print(markdown(record))

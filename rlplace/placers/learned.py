@@ -50,6 +50,7 @@ from rlplace.placers.baselines import rank_order
 from rlplace.placers.fit import fastest_fit, whole_graph_on_one_device
 from rlplace.placers.search import evaluate_rows
 from rlplace.schedule import Model, new_model
+from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, duration, fits, hold_op_memory, hold_persistent,
                                   least_overfilled, newly_ready, received_bytes, release_until, start)
 
@@ -323,8 +324,16 @@ def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, sc
         if missing[i] == 0:
             fresh[nfresh] = i
             nfresh += 1
-    waiting = np.empty(ndev * n, dtype=np.int64)  # per device the ops queued there, unordered
+    # Per device a heap of the ops queued there, keyed by when their inputs are there. With
+    # sequential links that estimate grows as the channels fill (a key is raised when it comes
+    # up) and falls only when another reader brings one of the op's inputs (it is queued again
+    # then); an op leaves by its first entry that comes up. Room: one entry per op decided
+    # there, one per (edge, transfer) that brings its input.
+    room = n + len(graph.edge_src)
+    queue_key = np.empty(ndev * room)
+    queue_op = np.empty(ndev * room, dtype=np.int64)
     size = np.zeros(ndev, dtype=np.int64)
+    waiting = np.zeros(n, dtype=np.bool_)
     est, now = 0.0, 0.0
     last, decided, started = -1, 0, 0
     while started < n:
@@ -365,32 +374,44 @@ def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, sc
                 pinned[unit_of[op]] = d
                 queued[d] += duration(graph.compute, devices.speed, op, d)
                 reserved[d] += graph.persistent[op] + graph.alloc_at_start[op]
-                waiting[d * n + size[d]] = op
-                size[d] += 1
+                size[d] = push(queue_key, queue_op, d * room, size[d], arrive[d], op)
+                waiting[op] = True
                 est = max(est, finish[d] + tail[op])
                 last = d
             continue
-        best_d, best_k, best_s, best_op = -1, -1, np.inf, n  # the queued op that can start first
+        best_d, best_s, best_op = -1, np.inf, n  # the queued op that can start first
         for d in range(ndev):
-            head_k, head_ready, head_op = -1, np.inf, n  # first come (inputs there first), first served
-            for k in range(size[d]):
-                op = waiting[d * n + k]
-                ready = arrival(graph, ops, transfers, sent, channels, op, d, scratch)
-                if ready < head_ready or (ready == head_ready and op < head_op):
-                    head_k, head_ready, head_op = k, ready, op
-            if head_k >= 0:
-                s = max(devices.avail[d], head_ready)
+            while size[d] > 0:  # first come (inputs there first), first served
+                head_op = queue_op[d * room]
+                if not waiting[head_op]:  # started by an earlier entry
+                    _, _, size[d] = pop(queue_key, queue_op, d * room, size[d])
+                    continue
+                ready = arrival(graph, ops, transfers, sent, channels, head_op, d, scratch)
+                if ready != queue_key[d * room]:
+                    _, _, size[d] = pop(queue_key, queue_op, d * room, size[d])
+                    size[d] = push(queue_key, queue_op, d * room, size[d], ready, head_op)
+                    continue
+                s = max(devices.avail[d], ready)
                 if s < best_s or (s == best_s and head_op < best_op):
-                    best_d, best_k, best_s, best_op = d, head_k, s, head_op
+                    best_d, best_s, best_op = d, s, head_op
+                break
         d, op = best_d, best_op
-        size[d] -= 1
-        waiting[d * n + best_k] = waiting[d * n + size[d]]
+        _, _, size[d] = pop(queue_key, queue_op, d * room, size[d])
+        waiting[op] = False
         now = max(now, best_s)
         length = duration(graph.compute, devices.speed, op, d)
         queued[d] -= length
         reserved[d] -= graph.persistent[op] + graph.alloc_at_start[op]
         release_until(releases, memory, now)
+        booked = sent.count[0]
         received = book_inputs(graph, ops, transfers, sent, channels, op, d)
+        for x in range(booked, sent.count[0]):  # inputs now on their way to d: readers queued again
+            tensor = transfers.tensor[x]
+            for e in range(graph.tensor_ptr[tensor], graph.tensor_ptr[tensor + 1]):
+                c = graph.edge_dst[e]
+                if waiting[c] and ops.device[c] == d:
+                    size[d] = push(queue_key, queue_op, d * room, size[d],
+                                   arrival(graph, ops, transfers, sent, channels, c, d, scratch), c)
         start(ops, devices, op, d, best_s, length)
         hold_persistent(memory, d, graph.persistent[op])
         hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received)
