@@ -33,13 +33,13 @@ def format_table(records: Sequence[dict], cluster: Cluster) -> str:
               "placement time (s)", "ops placed"]
     rows, errors = [], []
     for r in records:
-        ratio = ([f"{r['step_time'] / r['communication_bound']:.2f}" if r.get("communication_bound") else "-"]
-                 if bounded else [])
         if "error" in r:
             rows.append([r["placer"], "failed", *(["-"] if bounded else []), "-", "-", f"{r['placement_time']:.3f}", "-"])
             errors.append(f"{r['placer']} failed: {r['error']}")
             continue
         oom = ",".join(cluster.devices[d].name for d in r["oom_devices"]) if r["oom"] else "no"
+        ratio = ([f"{r['step_time'] / r['communication_bound']:.2f}" if r.get("communication_bound") else "-"]
+                 if bounded else [])
         rows.append([r["placer"], f"{r['step_time'] * 1e3:.3f}", *ratio, oom,
                      " ".join(f"{b / GIB:.2f}" for b in r["peak_memory"]),
                      f"{r['placement_time']:.3f}", str(r["ops_placed"])])
