@@ -142,11 +142,11 @@ class ExactPlacer:
         starts = [(name, make_placer(name).place(work, cluster).device_of) for name in STARTS]
         starts.append(("local_search", LocalSearch(start="best", evaluations=SEARCH, seed=self.seed,
                                                    progress=False).place(work, cluster).device_of))
-        traced = [(simulate(work, cluster, d, trace=True), d) for _, d in starts]
         for _, device in starts:
             consider(device)
-        hint_result, hint = min(traced, key=lambda rd: (rd[0].oom, rd[0].step_time))
-        model = _Model(work, cluster, hint_result)
+        hint = min((simulate(work, cluster, device, trace=True) for _, device in starts),
+                   key=lambda result: (result.oom, result.step_time))
+        model = _Model(work, cluster, hint)
         status, solutions, model_bound = model.solve(self.seconds, self.workers, self.seed, consider)
         floor = communication_bound(graph, cluster)
         bound = floor if coarse is not None else max(floor, model_bound)
