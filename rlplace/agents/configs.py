@@ -34,26 +34,26 @@ def check_device_name(name: str) -> None:
 @dataclass
 class HierarchicalConfig:
     grouping: str = "learned"       # "learned" (HP), "random" or "none" (Simple Planner): §3 Table 2
-    num_groups: int = 256           # Grouper softmax size, §3 "Architecture of the Policy Network"
-    num_types: int = 200            # vocabulary of the most common op types, §2
-    type_embedding: int = 20        # op-type embedding size, §2
-    max_outputs: int = 6            # output-shape vector: outputs kept, §2
-    shape_dims: int = 4             # output-shape vector: dims per output, §2
-    max_neighbours: int = 6         # adjacency vector: predecessors and successors each, §2
-    grouper_hidden: int = 64        # §3
-    placer_hidden: int = 256        # LSTM hidden size, §3
-    temperature: float = 10.0       # T of Eq. 1, §3 "Training Details"
-    tanh_constant: float = 5.0      # C of Eq. 1, §3 "Training Details"
-    noise_amplitude: float = 0.1    # logit noise, §3 "Training Details"
-    noise_steps: int = 500          # ... for the first 500 policy training steps
-    grouping_seed: int = 0          # the fixed grouping of grouping="random"
-    unit_embedding: int = 0         # not in the paper: > 0 adds a trainable vector per unit, so the
+    num_groups: int = allowed(256, COUNT)           # Grouper softmax size, §3 "Architecture of the Policy Network"
+    num_types: int = allowed(200, COUNT)            # vocabulary of the most common op types, §2
+    type_embedding: int = allowed(20, COUNT)        # op-type embedding size, §2
+    max_outputs: int = allowed(6, COUNT)            # output-shape vector: outputs kept, §2
+    shape_dims: int = allowed(4, COUNT)             # output-shape vector: dims per output, §2
+    max_neighbours: int = allowed(6, COUNT)         # adjacency vector: predecessors and successors each, §2
+    grouper_hidden: int = allowed(64, COUNT)        # §3
+    placer_hidden: int = allowed(256, COUNT)        # LSTM hidden size, §3
+    temperature: float = allowed(10.0, SECONDS)       # T of Eq. 1, §3 "Training Details"
+    tanh_constant: float = allowed(5.0, SECONDS)      # C of Eq. 1, §3 "Training Details"
+    noise_amplitude: float = allowed(0.1, Allowed(float, low=0))    # logit noise, §3 "Training Details"
+    noise_steps: int = allowed(500, Allowed(int, low=0))          # ... for the first 500 policy training steps
+    grouping_seed: int = allowed(0, Allowed(int, low=0))          # the fixed grouping of grouping="random"
+    unit_embedding: int = allowed(0, Allowed(int, low=0))         # not in the paper: > 0 adds a trainable vector per unit, so the
                                     # Grouper can tell apart units whose §2 features are alike
                                     # (behaviour cloning of an arbitrary placement needs it)
-    sampling_temperature: float = 1.0   # not in the paper: τ of every softmax (softmax(C·tanh(l/T) / τ):
+    sampling_temperature: float = allowed(1.0, SECONDS)   # not in the paper: τ of every softmax (softmax(C·tanh(l/T) / τ):
                                     # the cap C becomes C/τ); the trainer may steer it
                                     # (warm_start.self_imitation_changed_units)
-    grouper_temperature: float = 1.0    # not in the paper: the Grouper's softmax is over τ times this
+    grouper_temperature: float = allowed(1.0, SECONDS)    # not in the paper: the Grouper's softmax is over τ times this
     clone_grouping: str = "device"  # not in the paper: the grouping behaviour cloning targets. "device":
                                     # group g belongs to device g mod D; "runs": the groups are runs of
                                     # units (topological order) on one device in the first placement
@@ -73,30 +73,30 @@ class HierarchicalConfig:
 
 @dataclass
 class DGIConfig:
-    iterations: int = 1000   # Mars §4.2
-    lr: float = 1e-3         # Adam; Mars gives none, DGI (Veličković et al. §4.2) uses 0.001
+    iterations: int = allowed(1000, Allowed(int, low=0))   # Mars §4.2
+    lr: float = allowed(1e-3, SECONDS)         # Adam; Mars gives none, DGI (Veličković et al. §4.2) uses 0.001
     cache_dir: Optional[str] = "~/.cache/rlplace/dgi"   # None: do not cache
-    seed: int = 0            # corruption permutations
+    seed: int = allowed(0, Allowed(int, low=0))            # corruption permutations
 
 
 @dataclass
 class MarsConfig:
     encoder: str = "gcn"                 # "gcn" (Mars §3.1) or "sage" (encoder-placer baseline, §4.1)
-    encoder_hidden: int = 256            # Mars §4.2
-    encoder_layers: int = 3              # Mars §4.2
+    encoder_hidden: int = allowed(256, COUNT)            # Mars §4.2
+    encoder_layers: int = allowed(3, COUNT)              # Mars §4.2
     placer: str = "segment_seq2seq"      # Mars §3.3; "seq2seq" (Table 1), "transformer" (§4.1)
-    segment_size: int = 128              # Mars §3.3, §4.2
-    placer_hidden: int = 512             # Mars §4.2 (LSTM size; the Transformer's width)
-    transformer_layers: int = 2          # not given by Mars or GDP for this scale
-    transformer_heads: int = 4           # not given by Mars or GDP for this scale
+    segment_size: int = allowed(128, COUNT)              # Mars §3.3, §4.2
+    placer_hidden: int = allowed(512, COUNT)             # Mars §4.2 (LSTM size; the Transformer's width)
+    transformer_layers: int = allowed(2, COUNT)          # not given by Mars or GDP for this scale
+    transformer_heads: int = allowed(4, COUNT)           # not given by Mars or GDP for this scale
     pretrain: bool = True                # Mars §3.2; false: Table 2's "Mars (no pre-training)"
-    temperature: float = 1.0             # not in Mars: the decisions' softmax is over logits / temperature;
+    temperature: float = allowed(1.0, SECONDS)             # not in Mars: the decisions' softmax is over logits / temperature;
                                          # < 1 keeps samples closer to the greedy placement
-    type_buckets: int = 0                # 0: one-hot over this graph's op types; N > 0: op types
+    type_buckets: int = allowed(0, Allowed(int, low=0))                # 0: one-hot over this graph's op types; N > 0: op types
                                          # hashed into N buckets, a vocabulary all graphs share, so
                                          # every weight transfers to another graph (Table 3)
     dgi: DGIConfig = field(default_factory=DGIConfig)
-    seed: int = 0                        # weight initialisation
+    seed: int = allowed(0, Allowed(int, low=0))                        # weight initialisation
 
     def __post_init__(self):
         if self.encoder not in ENCODERS:
@@ -111,32 +111,35 @@ class MarsConfig:
             raise ConfigError(f"agent.segment_size must be positive, got {self.segment_size}")
         if self.placer_hidden % 2:
             raise ConfigError(f"agent.placer_hidden must be even (two LSTM directions), got {self.placer_hidden}")
+        if self.placer == "transformer" and self.placer_hidden % self.transformer_heads:
+            raise ConfigError(f"agent.transformer_heads must divide placer_hidden ({self.placer_hidden}), "
+                              f"got {self.transformer_heads}")
 
 
 @dataclass
 class ReinforceConfig:
-    lr: float = 0.1                      # Adam, initial learning rate: HP §3 "Training Details"
-    lr_decay: float = 0.95               # the paper is silent; the authors' code (lr_dec, start_decay_step,
-    lr_decay_start: int = 400            # decay_steps) multiplies the lr by 0.95 every 50 updates after
-    lr_decay_every: int = 50             # update 400 (staircase); lr_decay = 1 keeps it fixed
-    max_grad_norm: float = 1.0           # gradient clipping: HP §3
-    baseline_decay: float = 0.9          # EMA baseline (HP §2); 0.9 is bl_dec of the authors' code
+    lr: float = allowed(0.1, SECONDS)                      # Adam, initial learning rate: HP §3 "Training Details"
+    lr_decay: float = allowed(0.95, Allowed(float, low=0, high=1))               # the paper is silent; the authors' code (lr_dec, start_decay_step,
+    lr_decay_start: int = allowed(400, Allowed(int, low=0))            # decay_steps) multiplies the lr by 0.95 every 50 updates after
+    lr_decay_every: int = allowed(50, COUNT)             # update 400 (staircase); lr_decay = 1 keeps it fixed
+    max_grad_norm: float = allowed(1.0, SECONDS)           # gradient clipping: HP §3
+    baseline_decay: float = allowed(0.9, Allowed(float, low=0, high=1))          # EMA baseline (HP §2); 0.9 is bl_dec of the authors' code
     valid_only_after: Optional[int] = 500   # HP §3; None: always learn from every sample
-    entropy_coef: float = 0.0            # HP uses none
+    entropy_coef: float = allowed(0.0, Allowed(float, low=0))            # HP uses none
 
 
 @dataclass
 class PPOConfig:
-    clip: float = 0.2              # Mars §4.2, ε
-    entropy_coef: float = 0.001    # Mars §4.2
-    lr: float = 3e-4               # Mars §4.2, Adam
-    max_grad_norm: float = 1.0     # Mars §4.2
-    baseline_decay: float = 0.99   # Mars §3.4, μ of Eq. 7
-    buffer_size: int = 20          # Mars §4.2
-    num_minibatches: int = 4       # Mars §4.2
-    epochs: int = 3                # Mars §4.2
+    clip: float = allowed(0.2, SECONDS)              # Mars §4.2, ε
+    entropy_coef: float = allowed(0.001, Allowed(float, low=0))    # Mars §4.2
+    lr: float = allowed(3e-4, SECONDS)               # Mars §4.2, Adam
+    max_grad_norm: float = allowed(1.0, SECONDS)     # Mars §4.2
+    baseline_decay: float = allowed(0.99, Allowed(float, low=0, high=1))   # Mars §3.4, μ of Eq. 7
+    buffer_size: int = allowed(20, COUNT)          # Mars §4.2
+    num_minibatches: int = allowed(4, COUNT)       # Mars §4.2
+    epochs: int = allowed(3, COUNT)                # Mars §4.2
     normalize_advantages: bool = True  # over the buffer; Mars is silent, CleanRL's default
-    seed: int = 0                  # mini-batch shuffling
+    seed: int = allowed(0, Allowed(int, low=0))                  # mini-batch shuffling
 
 
 @dataclass
