@@ -87,19 +87,18 @@ def _levels(ptr, edges, other, edge_tensor, xfer, w, one_device, reverse):  # pr
             nb[k - k0] = other[e]
             cost[k - k0] = xfer[edge_tensor[e]]
         r = 0  # distinct neighbours, each with its longest transfer
-        ident = np.empty(k1 - k0, dtype=np.int64)
+        distinct = np.empty(k1 - k0, dtype=np.int64)
         longest = np.empty(k1 - k0)
         for k in np.argsort(nb):
-            if r > 0 and nb[k] == ident[r - 1]:
+            if r > 0 and nb[k] == distinct[r - 1]:
                 longest[r - 1] = max(longest[r - 1], cost[k])
             else:
-                ident[r], longest[r] = nb[k], cost[k]
+                distinct[r], longest[r] = nb[k], cost[k]
                 r += 1
-        nb = ident
         a = np.empty(r)
         key = np.empty(r)
         for j in range(r):
-            a[j] = level[nb[j]] + w[nb[j]]
+            a[j] = level[distinct[j]] + w[distinct[j]]
             key[j] = a[j] + longest[j]
         order = np.argsort(-key)
         rest_min_a = np.empty(r + 1)  # smallest a from position j on
@@ -114,7 +113,7 @@ def _levels(ptr, edges, other, edge_tensor, xfer, w, one_device, reverse):  # pr
                 inside = max(max_a, min(min_level, rest_min_a[k]) + total_w) if k > 0 else 0.0
                 best = min(best, max(outside, inside))
             if k < r:
-                p = nb[order[k]]
+                p = distinct[order[k]]
                 max_a = max(max_a, a[order[k]])
                 min_level = min(min_level, level[p])
                 total_w += w[p]

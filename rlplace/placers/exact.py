@@ -45,9 +45,9 @@ all), hence ``QUEUE_PAIRS`` (measured on ``layered(n, width=n // 10, seed=1)``, 
 
 The solver starts from the fastest of the placements of ``single``, ``m_etf``, ``critical_path``
 and a 2,000-evaluation ``local_search`` from the best heuristic (its schedule as the simulator runs
-it, a hint that is the solver's first solution), so it is never worse than they are: before it started from the local search, the search's
-placement was 1.4-6.3% faster than the solver's best after 60 s from m-ETF's on the 100- and
-200-op layered DAGs of experiments/exact_reference.py. Its bound is never below
+it, a hint that is the solver's first solution), so it is never worse than they are: before it
+started from the local search, the search's placement was 1.4-6.3% faster than the solver's best
+after 60 s from m-ETF's on the 100- and 200-op layered DAGs of experiments/exact_reference.py. Its bound is never below
 ``rlplace.bounds.communication_bound``.
 
 ``coarsen=True`` solves the quotient of Baechi's graph optimizer (co-placement and fusion,
@@ -139,12 +139,12 @@ class ExactPlacer:
             if not best or key < best[0]:
                 best[:] = [key, expand(device).copy()]
 
-        starts = [(name, make_placer(name).place(work, cluster).device_of) for name in STARTS]
-        starts.append(("local_search", LocalSearch(start="best", evaluations=SEARCH, seed=self.seed,
-                                                   progress=False).place(work, cluster).device_of))
-        for _, device in starts:
+        starts = [make_placer(name).place(work, cluster).device_of for name in STARTS]
+        starts.append(LocalSearch(start="best", evaluations=SEARCH, seed=self.seed,
+                                  progress=False).place(work, cluster).device_of)
+        for device in starts:
             consider(device)
-        hint = min((simulate(work, cluster, device, trace=True) for _, device in starts),
+        hint = min((simulate(work, cluster, device, trace=True) for device in starts),
                    key=lambda result: (result.oom, result.step_time))
         model = _Model(work, cluster, hint)
         status, solutions, model_bound = model.solve(self.seconds, self.workers, self.seed, consider)
@@ -167,13 +167,12 @@ class _Model:
         self.graph, self.cluster = graph, cluster
         n, D = graph.num_ops, cluster.num_devices
         self.tick = max(hint.step_time, 1e-12) / TICKS
-        self.hint_device = hint.schedule.op_device
+        schedule = hint.schedule
+        hint_device = self.hint_device = schedule.op_device
         self._apart_of: dict = {}
         m = self.model = cp_model.CpModel()
         horizon = int(hint.step_time / self.tick) + 1
-        schedule = hint.schedule
         hint_start = np.floor(schedule.op_start / self.tick).astype(np.int64)
-        hint_device = schedule.op_device
         duration = np.floor(graph.compute_time[:, None] / cluster.speeds[None, :] / self.tick).astype(np.int64)
 
         units = CoarseGraph.colocation(graph)
@@ -210,7 +209,7 @@ class _Model:
                         / self.tick).astype(np.int64)
         for e in range(graph.num_edges):
             m.Add(self.start[graph.edge_dst[e]] >= end[graph.edge_src[e]])
-        self.end, self.step, self.duration, self.horizon = end, step, duration, horizon
+        self.end, self.horizon = end, horizon
         self.hints: dict = {}  # variable -> value, from the simulator's schedule
         for i in range(n):
             self.hints[self.start[i]] = int(hint_start[i])
@@ -218,7 +217,7 @@ class _Model:
         for u, first in enumerate(units.first_ops()):
             for d in range(D):
                 self.hints[unit_x[u][d]] = int(hint_device[first] == d)
-        self.hints[step] = int(max((hint_start + duration[np.arange(n), hint_device]).max(initial=0), 0))
+        self.hints[step] = max((self.hints[e] for e in end), default=0)
         # arrival[e]: when edge e's tensor is on its reader's device
         arrival = [end[graph.edge_src[e]] for e in range(graph.num_edges)]
         self.arrival_hint = [self.hints[a] for a in arrival]
@@ -268,7 +267,7 @@ class _Model:
         m, g, D, end, horizon = self.model, self.graph, self.cluster.num_devices, self.end, self.horizon
         sent = {(int(t), int(b)): int(s / self.tick) for t, b, s in
                 zip(schedule.transfer_tensor, schedule.transfer_dst_device, schedule.transfer_start)}
-        hint_device = schedule.op_device
+        hint_device = self.hint_device
         send: list[list] = [[] for _ in range(D)]
         receive: list[list] = [[] for _ in range(D)]
         for t in range(len(g.tensor_src)):
@@ -321,9 +320,10 @@ class _Model:
         start = np.array([hints[self.start[i]] for i in range(n)])
         end = np.array([hints[self.end[i]] for i in range(n)])
         device = self.hint_device
-        ready, ready_hint = [], np.zeros(n, dtype=np.int64)
+        ready, ready_hint, inputs = [], np.zeros(n, dtype=np.int64), []
         for j in range(n):
             edges = g.in_edges[g.in_ptr[j]:g.in_ptr[j + 1]]
+            inputs.append(frozenset(zip(g.edge_src[edges].tolist(), g.edge_tensor[edges].tolist())))
             r = m.NewIntVar(0, self.horizon, f"ready{j}")
             if len(edges):
                 m.AddMaxEquality(r, [arrival[e] for e in edges])
@@ -333,8 +333,6 @@ class _Model:
             ready.append(r)
             hints[r] = int(ready_hint[j])
             hints[self.device[j]] = int(device[j])
-        inputs = [frozenset(zip(g.edge_src[g.in_edges[g.in_ptr[j]:g.in_ptr[j + 1]]].tolist(),
-                                g.edge_tensor[g.in_edges[g.in_ptr[j]:g.in_ptr[j + 1]]].tolist())) for j in range(n)]
         ran_first = lambda a, b: (start[a], end[a], a) < (start[b], end[b], b)  # noqa: E731 - in the hint
         after: list[list] = [[] for _ in range(n)]  # per op j: literals "j starts as op k before it ends"
         for k, j in pairs:

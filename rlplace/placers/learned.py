@@ -303,9 +303,10 @@ def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, sc
     """Run the step as the simulator does, deciding each op's device when its last input has
     started (so its inputs' ends are known): ops that become ready together are decided in rank
     order (``rank_position``), each on the best score (plus ``noise``) among the devices
-    allowed (``earliest_start``: the earliest start, then finish), or ``forced``, and queued there. Each device serves its queue first come (inputs
-    there first, ties to the lower index) first served, as the simulator does; the next op to
-    start is the head that can start first; starting it books its transfers and memory."""
+    allowed (``earliest_start``: the earliest start, then finish), or ``forced``, and queued
+    there. Each device serves its queue first come (inputs there first, ties to the lower index)
+    first served, as the simulator does; the next op to start is the head that can start first;
+    starting it books its transfers and memory."""
     graph, ops, devices, channels, transfers, sent, memory, releases = (
         m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent, m.memory, m.releases)
     n = len(graph.compute)
