@@ -6,13 +6,16 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-quick bench clean
 
+# torch first, alone: the pinned version is the local CPU build, so nothing pulls CUDA wheels.
+# pip -qq prints errors only: a first run shows two lines, then the command's own output.
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch first, alone: the pinned version is the local CPU build, so nothing pulls CUDA wheels.
-	$(BIN)/python -m pip install --quiet -c constraints.txt torch
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,distributed]'
-	touch $(STAMP)
+	@echo "setting up $(VENV): rlplace and its pinned dependencies (first run: several minutes) ..."
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -qq --upgrade pip
+	@$(BIN)/python -m pip install -qq -c constraints.txt torch
+	@$(BIN)/python -m pip install -qq -c constraints.txt -e '.[test,distributed]'
+	@touch $(STAMP)
+	@echo "$(VENV) is ready"
 
 run: $(STAMP)
 	$(BIN)/rlplace-compare

@@ -1,5 +1,5 @@
 """Amortisation (issue 16 item 3; Mars Table 3, GDP, Placeto, GiPH): one Mars policy trained on a
-family of graphs (``rlplace.agents.family``) places graphs it has not seen.
+family of graphs (``rlplace.learn.train``) places graphs it has not seen.
 
     OMP_NUM_THREADS=1 PYTHONPATH=. nice -n 10 .venv/bin/python experiments/amortisation.py   # ~1 h, load 8-12
     ... experiments/amortisation.py --smoke OUT_DIR                                           # minutes
@@ -45,15 +45,14 @@ import torch
 from tqdm import tqdm
 
 from rlplace.errors import ArgumentParser, run_script
-from rlplace.agents.checkpoint import read_checkpoint
-from rlplace.agents.configs import TrainConfig, WarmStartConfig
-from rlplace.agents.family import train_family
-from rlplace.agents.placer import PolicyPlacer
-from rlplace.agents.policies import make_policy
-from rlplace.agents.trainer import CHECKPOINT, train
+from rlplace.learn.checkpoint import read_checkpoint
+from rlplace.learn.configs import TrainConfig, WarmStartConfig
+from rlplace.learn.placer import PolicyPlacer
+from rlplace.learn.policies import make_policy
+from rlplace.learn.train import CHECKPOINT, train
 from rlplace.backends import SimBackend
 from rlplace.cluster import Cluster
-from rlplace.envs import PlacementEnv
+from rlplace.learn.env import PlacementEnv
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
 from rlplace.placers.search import HEURISTICS, LocalSearch, best_of
@@ -80,7 +79,6 @@ class Setup:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     cluster: str = "mars_p100"
     behaviour_cloning: bool = False   # the family's warm start also clones every graph's heuristic jointly
-    reclone_every: int = 0            # and re-clones them every this many updates (0: never)
 
 
 FULL = Setup(
@@ -111,8 +109,7 @@ def family_cell(setup: Setup, cluster: Cluster, seed: int, work: Path) -> dict:
     graphs = [graph_of(n, k) for n, k in setup.family.items()]
     warm = WarmStartConfig(placer="best", first_sample=True, behaviour_cloning=setup.behaviour_cloning)
     config = train_config(setup, seed, setup.family_budget, warm_start=warm)
-    summary = train_family(graphs, cluster, SimBackend(), config, work / f"family_s{seed}",
-                           reclone_every=setup.reclone_every)
+    summary = train(graphs, cluster, SimBackend(), config, work / f"family_s{seed}")
     return {"seconds": summary["seconds"], "evaluated": summary["evaluated"],
             "placements_per_second": summary["placements_per_second"],
             "graphs": {n: {"best_step_time": g["best_step_time"], "warm_start_step_time": g.get("heuristic_step_time"),
@@ -172,11 +169,11 @@ def warm_cell(setup: Setup, cluster: Cluster, graph: OpGraph, seed: int, work: P
 
 
 def best_sampled(graph: OpGraph, cluster: Cluster, config: TrainConfig, run_dir: Path, n: int) -> tuple[float, int]:
-    """Train (``rlplace.agents.trainer.train``); the best valid step time of the first ``n``
+    """Train (``rlplace.learn.train.train``); the best valid step time of the first ``n``
     placements sampled (the greedy placement the trainer evaluates at the end is not one) and
     how many there were."""
     train(graph, cluster, SimBackend(), config, run_dir)
-    progress = read_checkpoint(run_dir / CHECKPOINT).progress
+    progress = read_checkpoint(run_dir / CHECKPOINT).graph_progress()
     sampled = [t if ok else math.inf for t, ok in zip(progress["step_times"], progress["valid"])][:n]
     return min(sampled), len(sampled)
 
@@ -279,8 +276,7 @@ def render(record: dict) -> str:
              f"- policy: Mars {setup['policy']} (smaller than the paper's 256/512/128), PPO, "
              f"{setup['samples']} samples per update; {setup['family_budget']} placements over the family per seed, "
              "warm start per graph: the best heuristic's placement as its first sample"
-             + ("; all graphs' placements behaviour-cloned jointly first" if setup.get("behaviour_cloning") else "")
-             + (f", and again every {setup['reclone_every']} updates" if setup.get("reclone_every") else ""),
+             + ("; all graphs' placements behaviour-cloned jointly first" if setup.get("behaviour_cloning") else ""),
              f"- zero-shot: the greedy placement, 1 evaluation; fine-tuned: best of {setup['finetune']} placements "
              f"sampled while fine-tuning; local search: {setup['search']} evaluations from the best heuristic "
              "(its start's included); warm: fine-tuning that starts where the search does, the best heuristic's "
@@ -342,8 +338,6 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument("--behaviour-cloning", action="store_true",
                         help="the family's warm start clones every graph's heuristic jointly; written to *_bc.*")
-    parser.add_argument("--reclone-every", type=int, default=0,
-                        help="re-clone the family's heuristic placements every N updates; written to *_reclone<N>.*")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="merge these runs' jsons (one setup, other seeds) into OUT/amortisation.json and .md")
     args = parser.parse_args(argv)
@@ -354,13 +348,11 @@ def main(argv: list[str] | None = None) -> dict:
         (args.out / "amortisation.md").write_text(render(record))
         return record
     setup, stem = (SMOKE, "smoke") if args.smoke else (FULL, "full")
-    if args.family_budget is not None or args.seeds is not None or args.behaviour_cloning or args.reclone_every:
+    if args.family_budget is not None or args.seeds is not None or args.behaviour_cloning:
         setup = replace(setup, family_budget=args.family_budget or setup.family_budget, seeds=args.seeds or setup.seeds,
-                        behaviour_cloning=args.behaviour_cloning or bool(args.reclone_every),
-                        reclone_every=args.reclone_every)
+                        behaviour_cloning=args.behaviour_cloning)
         stem = (f"family{setup.family_budget}_seeds{'_'.join(map(str, setup.seeds))}"
-                f"{'_bc' if setup.behaviour_cloning else ''}"
-                f"{f'_reclone{setup.reclone_every}' if setup.reclone_every else ''}")
+                f"{'_bc' if setup.behaviour_cloning else ''}")
     name = "amortisation" if stem in ("smoke", "full") else f"amortisation_{stem}"
     return run(setup, args.out, args.work / stem, args.max_minutes, name)
 

@@ -31,16 +31,16 @@ from pathlib import Path
 import torch
 
 from rlplace.errors import ArgumentParser, run_script
-from rlplace.agents.algos import make_algorithm
-from rlplace.agents.base import Batch
-from rlplace.agents.configs import DGIConfig
-from rlplace.agents.device import device_name, resolve_device
-from rlplace.agents.policies import make_policy
-from rlplace.agents.pretrain import pretrain_encoder
-from rlplace.agents.trainer import Evaluator, TrainConfig, flushed_subnormals, train
+from rlplace.learn.algos import make_algorithm
+from rlplace.learn.base import Batch
+from rlplace.learn.configs import DGIConfig
+from rlplace.learn.device import device_name, resolve_device
+from rlplace.learn.policies import make_policy
+from rlplace.learn.pretrain import pretrain_encoder
+from rlplace.learn.train import Evaluator, TrainConfig, flushed_subnormals, train
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
-from rlplace.envs import PlacementEnv
+from rlplace.learn.env import PlacementEnv
 from rlplace.zoo import layered
 
 AGENTS = {  # agent: (algorithm, k samples per update, policy options beyond the paper defaults)

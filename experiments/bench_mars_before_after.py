@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch
 
-import rlplace.agents.policies.mars as mars_today
+import rlplace.learn.policies.mars as mars_today
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rlplace.errors import ArgumentParser, run_script  # noqa: E402
-from rlplace.agents.algos.ppo import PPO  # noqa: E402
-from rlplace.agents.trainer import TrainConfig, train  # noqa: E402
+from rlplace.learn.algos.ppo import PPO  # noqa: E402
+from rlplace.learn.train import TrainConfig, train  # noqa: E402
 from rlplace.backends import SimBackend  # noqa: E402
 from rlplace.cluster import load_preset  # noqa: E402
 from rlplace.zoo import layered  # noqa: E402
@@ -35,8 +35,8 @@ BEFORE = "fa7e62f"  # main before the fused teacher-forced decoder
 
 
 def load_policy_module(commit: str, work: Path):
-    """rlplace/agents/policies/mars.py as it was at ``commit``, as a module."""
-    module = load_module_at(commit, "rlplace/agents/policies/mars.py", work)
+    """rlplace/learn/policies/mars.py as it was at ``commit``, as a module."""
+    module = load_module_at(commit, "rlplace/learn/policies/mars.py", work)
     if "device" not in inspect.signature(module.build).parameters:
         built = module.build  # older than make_policy's device argument: a CPU policy
         module.build = lambda env, device, **options: built(env, **options).to(device)
@@ -45,14 +45,14 @@ def load_policy_module(commit: str, work: Path):
 
 def rate(module, graph, cluster, placements: int, out_dir: Path) -> float:
     """Training placements per second with ``module`` as the Mars policy module."""
-    sys.modules["rlplace.agents.policies.mars"] = module
+    sys.modules["rlplace.learn.policies.mars"] = module
     PPO.differentiates_samples = module is not mars_today   # the older trainer sampled with autograd
     try:
         summary = train(graph, cluster, SimBackend(),
                         TrainConfig(agent="mars", algorithm="ppo", samples=10, policy={"pretrain": False},
                                     torch_device="cpu", budget_placements=placements, progress=False, plots=False), out_dir)
     finally:
-        sys.modules["rlplace.agents.policies.mars"] = mars_today
+        sys.modules["rlplace.learn.policies.mars"] = mars_today
         PPO.differentiates_samples = False
     return summary["placements_per_second"]
 

@@ -16,14 +16,9 @@ The verdict compares medians over the seeds: gain = 1 - median(learned) / median
 seed's 2,000-placement run continues its 500-placement run (``resume=true``: the trainer
 continues exactly as if it had not stopped, and nothing in it depends on the budget), so its
 numbers at 500 and 2,000 come from one run. Agents: ``learned_targets.HP`` and
-``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128), ``mars_sil``,
-Mars with self-imitation and a steered temperature (``MARS_SIL``), ``mars_near``, the same steered
-to samples ~5 units off the best placement (``MARS_NEAR``), ``mars_trust``, self-imitation in a
-trust region around the best placement (``MARS_TRUST``), ``mars_trust_hot``, the same sampled hotter
-where the region alone would not move enough units (``MARS_TRUST_HOT``),
-``mars_trust_factorised``, the region drawn unit by unit given the best placement's earlier units
-(``MARS_TRUST_FACTORISED``), and ``hp_sil``, HP with the same as
-``mars_sil`` and its Grouper cloned to runs of the warm start (``HP_SIL``).
+``learned_targets.MARS`` (HP's rate 1e-3 and unit embedding; Mars' LSTMs 128). The table also shows the
+cells recorded for variants since removed from the library (``RETIRED``: self-imitation, steered
+temperatures and trust regions around the best placement).
 
 Graphs (``GRAPHS``), all on the Mars cluster ``mars_p100`` (4 × 12 GB P100): the Baechi authors'
 GNMT profile; our GNMT-4 and BERT (TensorFlow zoo, analytical P100 costs) at sizes where
@@ -77,7 +72,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.learned_targets import HP, MARS, WARM, best_so_far  # noqa: E402
 from rlplace.errors import ArgumentParser, fail, run_script  # noqa: E402
-from rlplace.agents.checkpoint import read_checkpoint  # noqa: E402
+from rlplace.learn.checkpoint import read_checkpoint  # noqa: E402
 from rlplace.apps.beside import LearnedRun, change_points, search_at  # noqa: E402
 from rlplace.apps.train import train_from_config  # noqa: E402
 from rlplace.costs import with_analytical_costs  # noqa: E402
@@ -97,41 +92,10 @@ GRAPHS: dict[str, list[str]] = {
     "bert": ["zoo=bert", CLUSTER],
     "layered": ["graph=layered", "graph.num_ops=2000", "graph.seed=0", CLUSTER],
 }
-# Mars with self-imitation (``warm_start.self_imitation_every``): the best placement so far is
-# cloned after every update that found a better one, and the sampling temperature steered so that
-# samples move ~50 units (of ~1,600 on the GNMT profile) off it (issue 16 item 3).
-MARS_SIL = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_changed_units=50"]
-# The Hierarchical Planner with the same self-imitation and steered temperature, its Grouper cloned
-# to runs of units on one device in the warm start (``clone_grouping=runs``) and sampled colder than
-# its Placer (``grouper_temperature``), so that a sample moves whole runs (issue 16 item 3).
-HP_SIL = HP + ["agent.policy.clone_grouping=runs", "agent.policy.grouper_temperature=0.3",
-               "warm_start.self_imitation_every=1", "warm_start.self_imitation_changed_units=15"]
-# Mars with the same self-imitation, anchored (the best placement is cloned back whenever the
-# policy's greedy placement drifts off it) and its temperature steered so that a sample moves ~5
-# units off the best placement: on GNMT-4 and BERT, ``mars_sil``'s samples 50+ units off the expert
-# simulate 1-100% slower than it and its best stays within 1.5% of it, while the search gains by
-# moving one unit or run at a time; near samples make the policy a learned proposal of moves.
-MARS_NEAR = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_anchor=true",
-                    "warm_start.self_imitation_changed_units=5"]
-# Mars with self-imitation in a trust region around the best placement: each unit is drawn from
-# the policy with a probability set so that a sample moves ~5 units, and keeps the best
-# placement's device otherwise (``warm_start.self_imitation_trust_region``). Unlike a low
-# temperature, which multiplies every logit's change by 1/T and so lets one PPO update move the
-# policy's mode far off the best placement (``mars_near`` on BERT), the mixture keeps the best
-# placement the most likely sample whatever PPO does to the policy.
-MARS_TRUST = MARS + ["warm_start.self_imitation_every=1", "warm_start.self_imitation_trust_region=true",
-                     "warm_start.self_imitation_changed_units=5"]
-# The same, but once the policy is so sharp that even a rate of 1 moves fewer units than wanted
-# (``mars_trust``: then 19% (GNMT-4) and 41% (BERT) of its samples repeat an earlier step time), the
-# temperature inside the region is raised instead (``warm_start.self_imitation_trust_temperature``).
-MARS_TRUST_HOT = MARS_TRUST + ["warm_start.self_imitation_trust_temperature=true"]
-# The same, but each unit in the region is drawn given the best placement's earlier units, not the
-# sample's (``warm_start.self_imitation_trust_factorised``): in ``mars_trust_hot`` a moved unit
-# changed the decoder's next inputs, so a sample moved either ~0-3 units or 20-85, not ~5.
-MARS_TRUST_FACTORISED = MARS_TRUST + ["warm_start.self_imitation_trust_factorised=true"]
-AGENTS = {"hp": HP, "mars": MARS, "mars_sil": MARS_SIL, "hp_sil": HP_SIL, "mars_near": MARS_NEAR,
-          "mars_trust": MARS_TRUST, "mars_trust_hot": MARS_TRUST_HOT,
-          "mars_trust_factorised": MARS_TRUST_FACTORISED}
+AGENTS = {"hp": HP, "mars": MARS}
+# Variants recorded here before issue 41 removed their options from the library (self-imitation,
+# steered temperatures, trust regions: none met a target); their cells are still drawn from the json.
+RETIRED = ("mars_sil", "hp_sil", "mars_near", "mars_trust", "mars_trust_hot", "mars_trust_factorised")
 STARTS = {"warm": WARM, "cold": []}
 BUDGETS = (500, 2000)
 ISSUE_AGENTS = ("hp", "mars")  # the table lists their cells whether run or not; the variants' only where run
@@ -227,7 +191,7 @@ def train_to(run_dir: Path, overrides: list[str], budget: int) -> dict[str, Any]
         (run_dir / "overrides.json").write_text(json.dumps(overrides))
         train_from_config(compose_train(overrides + [f"budget.placements={budget}"] + resume), run_dir)
         done = json.loads(results.read_text())
-    progress = read_checkpoint(run_dir / "checkpoint.pt").progress
+    progress = read_checkpoint(run_dir / "checkpoint.pt").graph_progress()
     return {**done, "step_times": progress["step_times"], "valid": progress["valid"]}
 
 
@@ -498,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     plan = Plan(graphs=chosen(prog, "--graphs", args.graphs, GRAPHS), agents=chosen(prog, "--agents", args.agents, AGENTS),
                 starts=chosen(prog, "--starts", args.starts, STARTS), seeds=numbers(prog, "--seeds", args.seeds),
                 budgets=numbers(prog, "--budgets", args.budgets), extra=args.extra)
-    table = Plan(graphs=GRAPHS, agents=AGENTS, seeds=plan.seeds)  # the whole table, cells not run marked
+    table = Plan(graphs=GRAPHS, agents={**AGENTS, **{name: [] for name in RETIRED}}, seeds=plan.seeds)  # the whole table, cells not run marked
     json_path = Path(args.results) / "equal_evaluations.json"
     if args.merge:
         summary = json.loads(json_path.read_text()) if json_path.is_file() else {"graphs": {}, "cells": {}}

@@ -38,7 +38,7 @@ import numpy as np
 from hydra import compose, initialize_config_module
 
 from rlplace.errors import ArgumentParser, run_script
-from rlplace.agents.checkpoint import read_checkpoint
+from rlplace.learn.checkpoint import read_checkpoint
 from rlplace.apps.beside import MAX_SECONDS, LearnedRun, search_beside
 from rlplace.apps.train import train_from_config
 from rlplace.costs import with_analytical_costs
@@ -86,7 +86,7 @@ def run(name: str, overrides: list[str], out_dir: Path) -> dict:
             cfg = compose("train", overrides=overrides)
         train_from_config(cfg, run_dir)
     overrides = json.loads(recorded.read_text()) if recorded.is_file() else overrides
-    progress = read_checkpoint(run_dir / "checkpoint.pt").progress
+    progress = read_checkpoint(run_dir / "checkpoint.pt").graph_progress()
     return {"run": name, "overrides": overrides, **json.loads(results.read_text()),
             "step_times": progress["step_times"], "valid": progress["valid"]}
 

@@ -98,13 +98,14 @@ def sb3(results: Path) -> str:
     return "\n".join(one(p) for p in recorded["problems"]) + "\n\n(`experiments/results/sb3_ppo.md`)\n"
 
 
-def equal_evaluation_rows(results: Path) -> tuple[list[dict], list[dict], tuple[int, ...]]:
+def equal_evaluation_rows(results: Path, retired: bool = True) -> tuple[list[dict], list[dict], tuple[int, ...]]:
     """``equal_evaluations.py``'s rows of every cell, those with a verdict (a target and all 3
-    seeds), and the budgets."""
+    seeds), and the budgets; ``retired``: with the cells of variants since removed."""
     from experiments import equal_evaluations as E   # imports torch and Hydra: only for these spans
 
     summary = json.loads((results / "equal_evaluations.json").read_text())
-    rows = E.cell_rows(summary, list(E.GRAPHS), list(E.AGENTS), list(E.STARTS), E.BUDGETS, (0, 1, 2))
+    agents = list(E.AGENTS) + (list(E.RETIRED) if retired else [])
+    rows = E.cell_rows(summary, list(E.GRAPHS), agents, list(E.STARTS), E.BUDGETS, (0, 1, 2))
     judged = [r for r in rows if r.get("met") is not None]
     return rows, judged, tuple(E.BUDGETS)
 
@@ -130,7 +131,7 @@ def equal_evaluations(results: Path) -> str:
 
 
 def learned_vs_search(results: Path) -> str:
-    _, judged, _ = equal_evaluation_rows(results)
+    _, judged, _ = equal_evaluation_rows(results, retired=False)   # the library's agents
     met = [r for r in judged if r["met"]]
     listed = "; ".join(f"{r['agent']} {r['start']} on {r['graph']} at {r['budget']:,} ({r['gain']})" for r in met)
     return (f"Against a local search from the same start with the same number of evaluated placements (simulator,\n"

@@ -1,11 +1,11 @@
 """Stable-Baselines3 PPO and sb3-contrib MaskablePPO, unmodified, on PlacementEnv with
-rlplace's GCN features extractor (``rlplace.envs.sb3.GraphExtractor``), against random and the
+rlplace's GCN features extractor (``rlplace.learn.env.sb3.GraphExtractor``), against random and the
 heuristics.
 
 The problems: layered DAGs (``rlplace.zoo.layered(n, seed=0)``, one colocation unit per op) of
 200 and 1,000 ops on ``baechi_2080`` (4 GPUs), sequential mode (one unit per step, topological
 order) with the partial schedule's shaping and features (``shaping="schedule",
-schedule_features=True``, ``rlplace.envs.partial``: each step pays the change in -sqrt of the
+schedule_features=True``, ``rlplace.learn.env.partial``: each step pays the change in -sqrt of the
 estimated step time of the units placed so far, so an episode's rewards add up to -sqrt of its
 step time), over m-ETF's (``RelativeReward``: m-ETF's placement scores -1). Both algorithms
 run with SB3's defaults except ``PPO_OPTIONS``; one torch thread; seed ``--seed``.
@@ -46,9 +46,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from rlplace.errors import ArgumentParser, run_script
 from rlplace.cluster import load_preset
-from rlplace.envs import PlacementEnv, RelativeReward
-from rlplace.envs.partial import DEVICE_VALUES
-from rlplace.envs.sb3 import GraphExtractor
+from rlplace.learn.env import PlacementEnv, RelativeReward
+from rlplace.learn.env.partial import DEVICE_VALUES
+from rlplace.learn.env.sb3 import GraphExtractor
 from rlplace.placers import make_placer
 from rlplace.sim import lower_bound, simulate
 from rlplace.zoo import layered
@@ -237,7 +237,7 @@ def markdown(results: dict) -> str:
              f"--steps {' '.join(str(p['steps']) for p in results['problems'])} --seed {results['seed']}"
              f"{'' if results['transfer'] else ' --no-transfer'}`, "
              "1 torch thread, this machine's CPU, `nice -n 10`). Unmodified Stable-Baselines3 / sb3-contrib, "
-             "`MultiInputPolicy` with `rlplace.envs.sb3.GraphExtractor` (2-layer GCN, 32 units); "
+             "`MultiInputPolicy` with `rlplace.learn.env.sb3.GraphExtractor` (2-layer GCN, 32 units); "
              f"{NUM_ENVS} environments `PlacementEnv(**{ENV_OPTIONS})`, reward relative to m-ETF; "
              f"options `{options}`. One seed per run: the numbers are one sample each.", ""]
     for problem in results["problems"]:

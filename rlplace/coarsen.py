@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from rlplace.cluster import CommModel
-from rlplace.errors import ConfigError, PlacementError
+from rlplace.errors import ConfigError, PlacementError, first_line
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 
@@ -153,10 +153,13 @@ class CoarseGraph:
     @classmethod
     def from_labels(cls, graph: OpGraph, labels, coplace=None) -> CoarseGraph:
         """Group ops by any per-op label (equal labels, one group), renumbered by first op."""
-        labels = np.asarray(labels)
-        if labels.shape != (graph.num_ops,):
-            raise PlacementError(f"expected one group label per op ({graph.num_ops}), got shape {labels.shape}")
-        _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+        try:
+            labels = np.asarray(labels)
+            if labels.shape != (graph.num_ops,):
+                raise PlacementError(f"expected one group label per op ({graph.num_ops}), got shape {labels.shape}")
+            _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+        except (TypeError, ValueError) as exc:   # ragged, or labels that do not compare
+            raise PlacementError(f"group labels must be one comparable label per op ({first_line(exc)})") from None
         rank = np.empty(len(first), dtype=np.int64)
         rank[np.argsort(first)] = np.arange(len(first))
         group_of = rank[inverse.reshape(-1)]

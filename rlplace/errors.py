@@ -38,6 +38,13 @@ class CheckpointError(RlplaceError):
     code refused) or does not belong to the run (another agent, graph or cluster)."""
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's message cut to one short line, for a one-line error (OmegaConf and
+    numpy append lines; the first says it all)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` for plain scripts: a bad argument is one line and
     exit status 2 (argparse prints its usage line before the error)."""

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from rlplace.errors import ConfigError
+from rlplace.errors import ConfigError, first_line
 
 _ABSENT = object()
 
@@ -79,6 +79,16 @@ def rule_of(cls: type, name: str) -> Allowed | None:
         return None
     found = next((f for f in dataclasses.fields(cls) if f.name == name), None)
     return None if found is None else found.metadata.get("allowed")
+
+
+def check_fields(instance: Any, prefix: str = "") -> None:
+    """A ConfigError for the first field of the dataclass ``instance`` whose ``allowed`` rule
+    does not admit its value (the Python API's check of what ``check_ranges`` checks in a config)."""
+    for f in dataclasses.fields(instance):
+        rule = f.metadata.get("allowed")
+        value = getattr(instance, f.name)
+        if rule is not None and not rule.admits(value):
+            raise rule.error(f"{prefix}{f.name}", value)
 
 
 def check_ranges(cfg: DictConfig, prefix: str = "") -> None:
@@ -197,11 +207,6 @@ def _is_plain(value: Any) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
     return value is None or isinstance(value, (*_PLAIN, enum.Enum))
-
-
-def first_line(exc: BaseException) -> str:
-    """OmegaConf appends ``full_key``/``object_type`` lines; the first line says it all."""
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def default_of(fn: Callable, name: str) -> Any:

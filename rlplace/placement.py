@@ -9,7 +9,7 @@ from typing import Mapping
 import numpy as np
 
 from rlplace.cluster import Cluster
-from rlplace.errors import PlacementError
+from rlplace.errors import PlacementError, first_line
 from rlplace.graph import OpGraph
 
 
@@ -20,7 +20,10 @@ class Placement:
     __slots__ = ("device_of", "_hash")
 
     def __init__(self, device_of):
-        a = np.asarray(device_of)
+        try:
+            a = np.asarray(device_of)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise PlacementError(f"a placement is a 1-D array of device indices ({first_line(exc)})") from None
         if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
             raise PlacementError(f"a placement is a 1-D array of device indices, got shape {a.shape} "
                                  f"and dtype {a.dtype}")

@@ -10,8 +10,8 @@ from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rlplace.errors import ConfigError, RlplaceError
-from rlplace.options import checked, first_line
+from rlplace.errors import ConfigError, RlplaceError, first_line
+from rlplace.options import checked
 
 
 def preset_names(group: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""Every numeric option of the learned agents (rlplace.agents.configs) is range-checked before any
+"""Every numeric option of the learned agents (rlplace.learn.configs) is range-checked before any
 work (issue 44 item 2): a value out of range, NaN or of the wrong kind is one ConfigError naming
 the key, where it used to end in a traceback from torch or numpy, or train silently."""
 
@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_module
 
 import rlplace.apps  # noqa: F401  (registers the structured configs)
-from rlplace.agents import configs
+from rlplace.learn import configs
 from rlplace.errors import ConfigError
 from rlplace.options import check_ranges, rule_of
 

@@ -1,4 +1,4 @@
-"""Training one Mars policy on a family of graphs (rlplace.agents.family): shared weights that
+"""Training one Mars policy on a family of graphs (rlplace.learn.train): shared weights that
 learn, joint behaviour cloning, a checkpoint that resumes exactly and places an unseen graph,
 and the refusals."""
 
@@ -9,15 +9,14 @@ import pytest
 import torch
 from conftest import gpu_written
 
-from rlplace.agents.checkpoint import read_checkpoint
-from rlplace.agents.configs import PPOConfig, TrainConfig, WarmStartConfig
-from rlplace.agents.family import share_parameters, train_family
-from rlplace.agents.placer import PolicyPlacer
-from rlplace.agents.policies import make_policy
-from rlplace.agents.trainer import CHECKPOINT, train
-from rlplace.agents.warmstart import agreement, behaviour_clone_jointly, heuristic_start
+from rlplace.learn.checkpoint import read_checkpoint
+from rlplace.learn.configs import PPOConfig, TrainConfig, WarmStartConfig
+from rlplace.learn.placer import PolicyPlacer
+from rlplace.learn.policies import make_policy
+from rlplace.learn.train import CHECKPOINT, share_parameters, train
+from rlplace.learn.warmstart import agreement, behaviour_clone_jointly, heuristic_start
 from rlplace.backends import SimBackend
-from rlplace.envs import PlacementEnv
+from rlplace.learn.env import PlacementEnv
 from rlplace.errors import CheckpointError, ConfigError
 from rlplace.presets import load_preset
 from rlplace.zoo import chain, layered
@@ -43,7 +42,7 @@ def family():
 @pytest.fixture(scope="module")
 def trained(family, cluster, tmp_path_factory):
     out = tmp_path_factory.mktemp("family")
-    return out, train_family(family, cluster, SimBackend(), config(), out)
+    return out, train(family, cluster, SimBackend(), config(), out)
 
 
 def fresh_parameters(graph, cluster) -> dict[str, torch.Tensor]:
@@ -96,36 +95,36 @@ def test_checkpoint_places_an_unseen_graph_and_fine_tunes_there(trained, family,
 
 
 def test_resume_continues_exactly(family, cluster, tmp_path):
-    whole = train_family(family, cluster, SimBackend(), config(budget_placements=24), tmp_path / "whole", "sample")
-    stopped = train_family(family, cluster, SimBackend(),
-                           config(budget_placements=24, stop_after_updates=2, checkpoint_every=1),
-                           tmp_path / "parts", "sample")
+    whole = train(family, cluster, SimBackend(), config(budget_placements=24, order="sample"), tmp_path / "whole")
+    stopped = train(family, cluster, SimBackend(),
+                    config(budget_placements=24, stop_after_updates=2, checkpoint_every=1, order="sample"),
+                    tmp_path / "parts")
     assert stopped["stopped"] and stopped["evaluated"] == 8
-    resumed = train_family(family, cluster, SimBackend(), config(budget_placements=24, resume=True),
-                           tmp_path / "parts", "sample")
+    resumed = train(family, cluster, SimBackend(), config(budget_placements=24, resume=True, order="sample"),
+                    tmp_path / "parts")
     assert resumed["graphs"] == whole["graphs"]
     a, b = (read_checkpoint(d / CHECKPOINT).policy for d in (tmp_path / "whole", tmp_path / "parts"))
     assert all(torch.equal(a[k], b[k]) for k in a)
-    with pytest.raises(CheckpointError, match="another agent or family"):
-        train_family(family[:1], cluster, SimBackend(), config(resume=True), tmp_path / "parts")
+    with pytest.raises(CheckpointError, match="not for graph 'a'"):
+        train(family[:1], cluster, SimBackend(), config(resume=True), tmp_path / "parts")
 
 
 def test_resume_across_devices_reseeds_the_generator(family, cluster, tmp_path):
     """A family's run written on a GPU continues on the CPU with resume_across_devices=true only."""
-    train_family(family, cluster, SimBackend(), config(budget_placements=24, stop_after_updates=2, checkpoint_every=1),
-                 tmp_path, "sample")
+    train(family, cluster, SimBackend(),
+          config(budget_placements=24, stop_after_updates=2, checkpoint_every=1, order="sample"), tmp_path)
     gpu_written(tmp_path / CHECKPOINT)
     with pytest.raises(CheckpointError, match="not a cpu generator"):
-        train_family(family, cluster, SimBackend(), config(budget_placements=24, resume=True), tmp_path, "sample")
-    resumed = train_family(family, cluster, SimBackend(),
-                           config(budget_placements=24, resume=True, resume_across_devices=True), tmp_path, "sample")
+        train(family, cluster, SimBackend(), config(budget_placements=24, resume=True, order="sample"), tmp_path)
+    resumed = train(family, cluster, SimBackend(),
+                    config(budget_placements=24, resume=True, resume_across_devices=True, order="sample"), tmp_path)
     assert resumed["generator_reseeded_at"] == [8] and resumed["evaluated"] == 24
     assert read_checkpoint(tmp_path / CHECKPOINT).progress["generator_reseeded_at"] == [8]
 
 
 def test_warm_start_seeds_each_graph(family, cluster, tmp_path):
     ws = WarmStartConfig(placer="m_etf", first_sample=True)
-    summary = train_family(family, cluster, SimBackend(), config(budget_placements=10, warm_start=ws), tmp_path)
+    summary = train(family, cluster, SimBackend(), config(budget_placements=10, warm_start=ws), tmp_path)
     for graph in summary["graphs"].values():
         assert graph["warm_start_placer"] and graph["evaluated"] == 1 + 4 * graph["updates"]
         assert graph["best_step_time"] <= graph["heuristic_step_time"]
@@ -135,21 +134,19 @@ def test_refusals(family, cluster, tmp_path):
     other_types = layered(12, width=3, seed=3, name="c")
     other_types.op_type = ["Other" if i % 2 else t for i, t in enumerate(other_types.op_type)]
     with pytest.raises(ConfigError, match="encoder.* depends on the graph"):
-        train_family([family[0], other_types], cluster, SimBackend(),
+        train([family[0], other_types], cluster, SimBackend(),
                      config(policy={**POLICY, "type_buckets": 0}), tmp_path)
     with pytest.raises(ConfigError, match="distinct names"):
-        train_family([family[0], family[0]], cluster, SimBackend(), config(), tmp_path)
-    with pytest.raises(ConfigError, match="reclone_every needs"):
-        train_family(family, cluster, SimBackend(), config(), tmp_path, reclone_every=2)
+        train([family[0], family[0]], cluster, SimBackend(), config(), tmp_path)
     with pytest.raises(ConfigError, match="order"):
-        train_family(family, cluster, SimBackend(), config(), tmp_path, order="random")
+        config(order="random")
 
 
 def test_an_update_on_the_second_graph_trains_the_shared_weights(family, cluster, tmp_path):
     """Update 1 is on graph a, update 2 on graph b: the checkpoint's weights move at both."""
     weights = []
     for resume in (False, True):
-        train_family(family, cluster, SimBackend(), config(stop_after_updates=1, checkpoint_every=1, resume=resume),
+        train(family, cluster, SimBackend(), config(stop_after_updates=1, checkpoint_every=1, resume=resume),
                      tmp_path)
         weights.append(read_checkpoint(tmp_path / CHECKPOINT).policy)
     trained = [k for k in weights[0] if k not in ("x", "edge_index")]
@@ -186,7 +183,7 @@ def test_family_clone_places_every_graph_as_its_heuristic_and_is_deterministic(f
     checkpoint's policy, reloaded, places every family graph as its heuristic does; the same
     seed gives the same weights."""
     ws = WarmStartConfig(placer="round_robin", first_sample=True, behaviour_cloning=True, bc_lr=0.05)
-    runs = [train_family(family, cluster, SimBackend(), config(budget_placements=2, warm_start=ws), tmp_path / d)
+    runs = [train(family, cluster, SimBackend(), config(budget_placements=2, warm_start=ws), tmp_path / d)
             for d in ("a", "b")]
     assert runs[0]["updates"] == 0 and all(g["bc_accuracy"] == 1.0 for g in runs[0]["graphs"].values())
     placer = PolicyPlacer("mars", tmp_path / "a" / CHECKPOINT)
@@ -194,25 +191,4 @@ def test_family_clone_places_every_graph_as_its_heuristic_and_is_deterministic(f
         start = heuristic_start(PlacementEnv(graph, cluster, mode="one_shot"), "round_robin")
         assert np.array_equal(placer.place(graph, cluster).device_of, start.placement.device_of)
     a, b = (read_checkpoint(tmp_path / d / CHECKPOINT).policy for d in ("a", "b"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
-
-
-def test_recloning_pulls_the_policy_back_and_resumes_exactly(family, cluster, tmp_path):
-    """With no initial cloning steps (``bc_steps=0``), re-cloning after every update alone
-    brings every graph's greedy placement to its heuristic's through PPO; a run stopped and
-    resumed (the targets come from the checkpoint) ends with the uninterrupted run's weights."""
-    ws = WarmStartConfig(placer="round_robin", first_sample=True, behaviour_cloning=True, bc_steps=0,
-                         self_imitation_steps=100, self_imitation_lr=0.05)
-    whole = train_family(family, cluster, SimBackend(), config(budget_placements=18, warm_start=ws),
-                         tmp_path / "whole", reclone_every=1)
-    placer = PolicyPlacer("mars", tmp_path / "whole" / CHECKPOINT)
-    for graph in family:
-        start = heuristic_start(PlacementEnv(graph, cluster, mode="one_shot"), "round_robin")
-        assert np.array_equal(placer.place(graph, cluster).device_of, start.placement.device_of)
-    train_family(family, cluster, SimBackend(), config(budget_placements=18, warm_start=ws, stop_after_updates=2,
-                                                       checkpoint_every=1), tmp_path / "parts", reclone_every=1)
-    resumed = train_family(family, cluster, SimBackend(), config(budget_placements=18, warm_start=ws, resume=True),
-                           tmp_path / "parts", reclone_every=1)
-    assert json.dumps(resumed["graphs"], sort_keys=True) == json.dumps(whole["graphs"], sort_keys=True)  # bc_loss: NaN
-    a, b = (read_checkpoint(d / CHECKPOINT).policy for d in (tmp_path / "whole", tmp_path / "parts"))
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from rlplace.agents.algos import make_algorithm
-from rlplace.agents.base import Batch, Policy
-from rlplace.agents.policies import make_policy
-from rlplace.agents.policies.seq2seq import AttentionDecoder, BiLSTMEncoder
-from rlplace.agents.trainer import TrainConfig, train
-from rlplace.agents.warmstart import WarmStartConfig, behaviour_clone, heuristic_start
+from rlplace.learn.algos import make_algorithm
+from rlplace.learn.base import Batch, Policy
+from rlplace.learn.policies import make_policy
+from rlplace.learn.policies.seq2seq import AttentionDecoder, BiLSTMEncoder
+from rlplace.learn.train import TrainConfig, train
+from rlplace.learn.warmstart import WarmStartConfig, behaviour_clone, heuristic_start
 from rlplace.backends import SimBackend
 from rlplace.cluster import Cluster, CommModel, Device
-from rlplace.envs import PlacementEnv
+from rlplace.learn.env import PlacementEnv
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
@@ -199,7 +199,7 @@ def test_behaviour_cloning_reproduces_a_heuristic_placement(env):
 
 
 def test_learning_rate_schedule_of_the_authors_code(env):
-    from rlplace.agents.algos.reinforce import ReinforceConfig, learning_rate
+    from rlplace.learn.algos.reinforce import ReinforceConfig, learning_rate
     c = ReinforceConfig()
     assert [learning_rate(c, u) for u in (0, 399, 400, 449)] == [0.1] * 4
     assert learning_rate(c, 450) == pytest.approx(0.095)
@@ -216,7 +216,7 @@ def test_learning_rate_schedule_of_the_authors_code(env):
 
 
 def test_additive_attention_scores_match_the_formula_and_its_gradient(monkeypatch):
-    from rlplace.agents.policies.seq2seq import AdditiveScores
+    from rlplace.learn.policies.seq2seq import AdditiveScores
     monkeypatch.setattr(AdditiveScores, "CHUNK", 2 * 5 * 3 * 2)  # two steps per block: several blocks
     gen = torch.Generator().manual_seed(0)
     keys, queries, v = (torch.randn(*shape, generator=gen, dtype=torch.double, requires_grad=True)

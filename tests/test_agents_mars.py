@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-import rlplace.envs  # noqa: F401
-from rlplace.agents.algos.ppo import PPO, EMABaseline, PPOConfig
-from rlplace.agents.base import Algorithm, Batch, Policy, Sample
-from rlplace.agents.policies.mars import MarsConfig, MarsPolicy, SegmentSeq2SeqPlacer, TransformerPlacer
-from rlplace.agents.pretrain import DGIConfig, pretrain_encoder
+import rlplace.learn.env  # noqa: F401
+from rlplace.learn.algos.ppo import PPO, EMABaseline, PPOConfig
+from rlplace.learn.base import Algorithm, Batch, Policy, Sample
+from rlplace.learn.policies.mars import MarsConfig, MarsPolicy, SegmentSeq2SeqPlacer, TransformerPlacer
+from rlplace.learn.pretrain import DGIConfig, pretrain_encoder
 from rlplace.cluster import Cluster, CommModel
-from rlplace.envs import PlacementEnv
+from rlplace.learn.env import PlacementEnv
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.sim import simulate
@@ -446,7 +446,7 @@ def test_hashed_op_types_let_every_weight_transfer_between_graphs():
     """With ``type_buckets`` the encoder's input is the same on every graph (op types hashed into
     a shared vocabulary), so a policy trained on one graph fits another whole; without it, the
     first graph convolution is sized by each graph's own op types."""
-    from rlplace.agents.policies.mars import hashed_op_types
+    from rlplace.learn.policies.mars import hashed_op_types
     from rlplace.zoo import linear_regression
 
     envs = [PlacementEnv(layered(19, width=3, seed=3), "mars_p100"), PlacementEnv(linear_regression(), "mars_p100")]

@@ -84,7 +84,7 @@ BAD_VALUES = [
     # a group given a number (Hydra: a ValueError and a traceback) or a group of keys given one value
     ("compare", ["cluster=3"], ["cluster=3", "config group", "mars_p100"]),
     ("compare", ["placers=[m_sct]", "+placer_options={m_sct:3}"], ["placer_options.m_sct", "options by name", "got 3"]),
-    ("train", ["agent=2"], ["agent=2", "config group", "hierarchical, mars"]),
+    ("train", ["agent=2"], ["agent=2", "config group", "hierarchical, learned, mars"]),
     ("train", ["budget=2"], ["budget: a group of keys (budget.placements, budget.seconds)", "budget.placements=2"]),
     ("train", ["warm_start=3"], ["warm_start: a group of keys (warm_start.placer,", "in all", "warm_start.placer=..."]),
 ]
@@ -193,7 +193,7 @@ def test_options_for_a_placer_not_run_are_a_warning_not_silence(run, tmp_path):
 
 @pytest.mark.parametrize("args, needles", [
     (["placers=[single]", "+placer_options.single.device=99"], ["every placer failed", "single", "device 99"]),
-    (["placers=[single,local_search]", "+placer_options.single.device=99", "+placer_options.local_search.start=[]"],
+    (["placers=[single,single]", "+placer_options.single.device=99"],
      ["every placer failed", "single", "device 99", "1 more"]),
 ])
 def test_when_every_placer_fails_the_first_error_is_the_one_line(run, tmp_path, args, needles):

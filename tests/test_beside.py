@@ -11,9 +11,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
-from rlplace.agents.checkpoint import read_checkpoint
-from rlplace.agents.trainer import FIRST_PLACEMENT, TrainConfig, train
-from rlplace.agents.warmstart import WarmStartConfig
+from rlplace.learn.checkpoint import read_checkpoint
+from rlplace.learn.train import FIRST_PLACEMENT, TrainConfig, train
+from rlplace.learn.warmstart import WarmStartConfig
 from rlplace.apps.beside import LearnedRun, change_points, limits, search_beside
 from rlplace.apps.compare import compare
 from rlplace.backends import SimBackend
@@ -45,7 +45,7 @@ def cold(tmp_path_factory):
 
 def test_search_beside_starts_where_the_run_started_and_evaluates_as_many(cold):
     graph, cluster, out, summary = cold
-    progress = read_checkpoint(out / "checkpoint.pt").progress
+    progress = read_checkpoint(out / "checkpoint.pt").graph_progress()
     run = LearnedRun.from_run_dir(out, graph, cluster, "hp", summary["evaluated"], summary["seconds"])
     first = simulate(graph, cluster, run.start)
     assert first.step_time == progress["step_times"][0]  # the run's first evaluated placement
@@ -121,7 +121,7 @@ def test_compare_adds_the_search_beside_a_trained_policy(cold, tmp_path):
     evals = records[f"local_search beside hierarchical:{out / 'checkpoint.pt'} (equal evaluations)"]
     timed = records[f"local_search beside hierarchical:{out / 'checkpoint.pt'} (equal wall time)"]
     assert evals["search"]["evaluations"] == summary["evaluated"]
-    first = read_checkpoint(out / "checkpoint.pt").progress["step_times"][0]
+    first = read_checkpoint(out / "checkpoint.pt").graph_progress()["step_times"][0]
     assert evals["search"]["start_step_time"] == timed["search"]["start_step_time"] == first
     assert timed["search"]["max_seconds"] == 0.05
     assert (tmp_path / "curves.png").is_file()

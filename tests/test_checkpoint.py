@@ -16,8 +16,8 @@ import torch
 from hydra import compose, initialize_config_module
 from hypothesis import given, strategies as st
 
-from rlplace.agents.checkpoint import read_checkpoint
-from rlplace.agents.trainer import TrainConfig, train
+from rlplace.learn.checkpoint import read_checkpoint
+from rlplace.learn.train import TrainConfig, train
 from rlplace.apps.common import user_errors
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
@@ -220,3 +220,53 @@ def test_resume_with_another_runs_checkpoint_leaves_the_run_as_it_was(stopped_ru
     line = one_error_line(run, "rlplace-train")
     assert str(run_dir / "checkpoint.pt") in line and message in line
     assert run_files(run_dir) == before  # metrics.csv keeps its 3 rows
+
+
+def tampered(valid: Path, path: Path, change) -> Path:
+    """``valid`` loaded, changed in place by ``change(state)``, saved to ``path``: still a valid
+    torch file that ``weights_only`` reads, with the wrong contents."""
+    state = torch.load(valid, weights_only=True)
+    change(state)
+    torch.save(state, path)
+    return path
+
+
+def _graph(state):
+    return next(iter(state["progress"]["graphs"].values()))
+
+
+def _first_moments(state):
+    return next(iter(state["algorithm"]["graphs"][0]["optimizer"]["state"].values()))
+
+
+TAMPERINGS = {
+    "step times a string": (lambda s: _graph(s).update(step_times="fast"), "step_times is 'fast', not a list"),
+    "a missing count": (lambda s: _graph(s).pop("evaluated"), "evaluated is missing"),
+    "a string for a number": (lambda s: s["progress"].update(elapsed="12"), "progress.elapsed is '12'"),
+    "NaN in a step time": (lambda s: _graph(s)["step_times"].__setitem__(0, float("nan")), "step_times is"),
+    "flags and times apart": (lambda s: _graph(s)["valid"].pop(), "validity flags"),
+    "NaN weights": (lambda s: next(v for v in s["policy"].values() if v.is_floating_point()).fill_(float("nan")),
+                    "holds a NaN"),
+    "infinite Adam moment": (lambda s: _first_moments(s)["exp_avg"].fill_(float("inf")), "holds a NaN or an inf"),
+    "Adam without its step": (lambda s: _first_moments(s).pop("step"), "with their step"),
+    "a baseline of the wrong type": (lambda s: s["algorithm"]["graphs"][0].update(baseline="x"), "baseline is 'x'"),
+    "an unknown progress field": (lambda s: s["progress"].update(seconds=3.0), "unexpected field 'seconds'"),
+}
+
+
+@pytest.mark.parametrize("name", TAMPERINGS)
+def test_a_tampered_checkpoint_is_one_line_naming_the_field(valid, tmp_path, name):
+    change, message = TAMPERINGS[name]
+    path = tampered(valid, tmp_path / "checkpoint.pt", change)
+    with pytest.raises(CheckpointError, match=message) as info:
+        read_checkpoint(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_adam_moment_of_another_shape_is_refused_on_resume(valid, tmp_path):
+    """Shapes are known only once the policy is built: the resumed run refuses it, before training."""
+    tampered(valid, tmp_path / "checkpoint.pt", lambda s: _first_moments(s).update(exp_avg=torch.zeros(3, 1)))
+    config = TrainConfig(policy={"num_groups": 8, "placer_hidden": 16, "noise_steps": 3}, budget_placements=16,
+                         checkpoint_every=1, progress=False, plots=False, resume=True)
+    with pytest.raises(CheckpointError, match=r"optimizer state exp_avg of parameter 0 .* is \(3, 1\)"):
+        train(layered(30, seed=1), load_preset("baechi_2080"), SimBackend(), config, tmp_path)

@@ -16,11 +16,11 @@ import yaml
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from rlplace.agents.configs import AGENTS, TrainConfig, WarmStartConfig
-from rlplace.agents.loggers import LOGGER_ARGUMENTS, LOGGERS
+from rlplace.learn.configs import AGENTS, TrainConfig, WarmStartConfig
+from rlplace.learn.loggers import LOGGER_ARGUMENTS, LOGGERS
 from rlplace.backends import SimBackend, backend_class, backend_names, make_backend
 from rlplace.distributed import RayBackend
-from rlplace.envs import PlacementEnv
+from rlplace.learn.env import PlacementEnv
 from rlplace.errors import ConfigError
 from rlplace.options import checked
 from rlplace.placers import make_placer
@@ -187,7 +187,7 @@ def test_checked_names_the_key_and_converts_values():
 def test_backend_and_logger_options_are_checked_against_their_signatures():
     with pytest.raises(ConfigError, match="backend 'sim': bad options: no option 'workers' .*trace"):
         make_backend("sim", workers=2)
-    from rlplace.agents.loggers import check_logger
+    from rlplace.learn.loggers import check_logger
 
     with pytest.raises(ConfigError, match="logger 'wandb': bad options: no option 'projekt' .*project"):
         check_logger("wandb", projekt="x")

@@ -8,17 +8,17 @@ import pytest
 import torch
 from conftest import gpu_written
 
-from rlplace.agents.checkpoint import read_checkpoint
-from rlplace.agents.device import multinomial, resolve_device, uniform
-from rlplace.agents.placer import PolicyPlacer
-from rlplace.agents.policies import make_policy
-from rlplace.agents.policies.input_feeding import TeacherForced
-from rlplace.agents.policies.seq2seq import AdditiveScores
-from rlplace.agents.trainer import TrainConfig, train
-from rlplace.agents.warmstart import WarmStartConfig
+from rlplace.learn.checkpoint import read_checkpoint
+from rlplace.learn.device import multinomial, resolve_device, uniform
+from rlplace.learn.placer import PolicyPlacer
+from rlplace.learn.policies import make_policy
+from rlplace.learn.policies.input_feeding import TeacherForced
+from rlplace.learn.policies.seq2seq import AdditiveScores
+from rlplace.learn.train import TrainConfig, train
+from rlplace.learn.warmstart import WarmStartConfig
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
-from rlplace.envs import PlacementEnv
+from rlplace.learn.env import PlacementEnv
 from rlplace.errors import CheckpointError, ConfigError
 from rlplace.zoo import layered
 
@@ -155,19 +155,17 @@ def test_gpu_runs_warm_start_and_resume_there(problem, tmp_path, agent):
     stopped = train(graph, cluster, SimBackend(), cut, tmp_path)
     assert stopped["stopped"] and stopped["bc_steps"] >= 1 and stopped["warm_start_placer"] == "heft"
     resumed = train(graph, cluster, SimBackend(), config(agent, "cuda", warm_start=warm, resume=True), tmp_path)
-    progress = read_checkpoint(tmp_path / "checkpoint.pt").progress
+    progress = read_checkpoint(tmp_path / "checkpoint.pt").graph_progress()
     assert resumed["evaluated"] == len(progress["step_times"]) >= 4 * AGENTS[agent][1]
     assert progress["step_times"][0] == pytest.approx(stopped["warm_start_step_time"])
 
 
 @needs_gpu
 def test_a_family_trains_on_the_gpu_and_places_an_unseen_graph_on_the_cpu(tmp_path):
-    from rlplace.agents.family import train_family
-
     cluster, family = load_preset("mars_p100"), [layered(14, width=3, seed=1, name="a"), layered(10, seed=2, name="b")]
     policy = {**MARS, "segment_size": 4, "type_buckets": 8}
-    summary = train_family(family, cluster, SimBackend(), config("mars", "cuda", samples=4, budget_placements=16,
-                                                                 policy=policy), tmp_path, order="sample")
+    summary = train(family, cluster, SimBackend(), config("mars", "cuda", samples=4, budget_placements=16,
+                                                          policy=policy, order="sample"), tmp_path)
     assert summary["torch_device"].startswith("cuda") and summary["evaluated"] == 16
     assert all(g["greedy_evaluation"]["step_time"] > 0 for g in summary["graphs"].values())
     unseen = layered(12, seed=5, name="c")

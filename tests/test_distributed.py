@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
+import rlplace.learn.env  # noqa: F401  (registers rlplace/Placement-v0)
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.distributed import RayBackend, make_parallel_backend
@@ -179,7 +179,7 @@ def test_rlplace_train_with_two_workers_matches_one_worker_which_never_imports_r
 
     one, one_results = train(1, "-X", "importtime")
     imported = re.findall(r"^import time:.*\|\s*(\S+)$", one.stderr, flags=re.MULTILINE)
-    assert "rlplace.agents.trainer" in imported
+    assert "rlplace.learn.train" in imported
     assert not [name for name in imported if name == "ray" or name.startswith("ray.")]
     _, two_results = train(2)
     assert two_results["evaluation_retries"] == 0

@@ -9,11 +9,11 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import rlplace.envs  # noqa: F401  (registers rlplace/Placement-v0)
+import rlplace.learn.env  # noqa: F401  (registers rlplace/Placement-v0)
 from rlplace.cluster import load_preset
 from rlplace.coarsen import CoarseGraph
-from rlplace.envs import DeviceMask, PlacementEnv, RelativeReward, observation_to_data
-from rlplace.envs.partial import PartialSchedule
+from rlplace.learn.env import DeviceMask, PlacementEnv, RelativeReward, observation_to_data
+from rlplace.learn.env.partial import PartialSchedule
 from rlplace.errors import ConfigError, PlacementError, RlplaceError
 from rlplace.placers import make_placer
 from rlplace.sim import simulate

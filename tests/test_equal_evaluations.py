@@ -15,7 +15,7 @@ from conftest import REPO
 sys.path.insert(0, str(REPO))
 
 from experiments import equal_evaluations as E  # noqa: E402
-from rlplace.agents.checkpoint import read_checkpoint  # noqa: E402
+from rlplace.learn.checkpoint import read_checkpoint  # noqa: E402
 
 GRAPH = ["graph=layered", "graph.num_ops=24", "graph.seed=0", "cluster=mars_p100"]
 AGENTS = {"hp": ["agent=hierarchical", "agent.policy.num_groups=4", "agent.policy.placer_hidden=16",
@@ -54,7 +54,7 @@ def test_learned_and_search_start_alike_and_evaluate_as_many(recorded):
         agent, start = key.split("/")[1:]
         assert sorted(seeds) == [str(s) for s in SEEDS]
         for seed, record in seeds.items():
-            progress = read_checkpoint(out / "work" / "tiny" / f"{agent}_{start}" / f"seed{seed}" / "checkpoint.pt").progress
+            progress = read_checkpoint(out / "work" / "tiny" / f"{agent}_{start}" / f"seed{seed}" / "checkpoint.pt").graph_progress()
             assert record["evaluated"] == progress["evaluated"] >= 12
             if start == "warm":
                 assert record["warm_start_placer"] in graph["heuristics"]
@@ -124,7 +124,7 @@ def test_a_killed_run_is_continued_from_its_checkpoint(tmp_path, monkeypatch):
         E.compose_train(overrides + ["budget.placements=20", "stop_after_updates=1"]), d))
     with pytest.raises(FileNotFoundError):       # stopped after 1 update as if killed: no results.json
         E.train_to(run_dir, overrides, 20)
-    stopped = read_checkpoint(run_dir / "checkpoint.pt").progress["step_times"]
+    stopped = read_checkpoint(run_dir / "checkpoint.pt").graph_progress()["step_times"]
     assert not (run_dir / "results.json").is_file() and 0 < len(stopped) < 20
     resumed = []
     monkeypatch.setattr(E, "train_from_config", lambda cfg, d: resumed.append(cfg.resume) or train(cfg, d))

@@ -94,7 +94,7 @@ def test_merge_from_the_command_line_rewrites_the_table(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, needle", [(["--graphs", "gnmt9"], "--graphs 'gnmt9': not one of gnmt_profile,"),
-                                         (["--agents", "mars,ppo"], "--agents 'ppo': not one of hp, mars,"),
+                                         (["--agents", "mars,ppo"], "--agents 'ppo': not one of hp, mars"),
                                          (["--starts", "hot"], "--starts 'hot': not one of warm, cold"),
                                          (["--budgets", "500,2k"], "--budgets '2k': not a non-negative integer")])
 def test_bad_choices_are_one_line_and_exit_2(tmp_path, capsys, args, needle):

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 
 APPS = ["compare", "train", "profile", "reproduce", "calibrate"]
-ABOVE_THE_CORE = ("rlplace.apps", "rlplace.agents", "rlplace.envs", "rlplace.calibration", "torch", "tensorflow")
+ABOVE_THE_CORE = ("rlplace.apps", "rlplace.learn", "rlplace.learn.env", "rlplace.calibration", "torch", "tensorflow")
 
 
 @pytest.mark.parametrize("module", ["rlplace", "rlplace.cluster", "rlplace.sim", "rlplace.placers"])

@@ -17,12 +17,12 @@ from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_checker import check_env as sb3_check_env  # noqa: E402
 from stable_baselines3.common.preprocessing import preprocess_obs  # noqa: E402
 
-import rlplace.envs  # noqa: E402,F401  (registers rlplace/Placement-v0)
+import rlplace.learn.env  # noqa: E402,F401  (registers rlplace/Placement-v0)
 from rlplace.cluster import load_preset  # noqa: E402
-from rlplace.envs import DeviceMask, PlacementEnv, RelativeReward  # noqa: E402
-from rlplace.envs.placement import NUM_FEATURES  # noqa: E402
+from rlplace.learn.env import DeviceMask, PlacementEnv, RelativeReward  # noqa: E402
+from rlplace.learn.env.placement import NUM_FEATURES  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
-from rlplace.envs.sb3 import GraphExtractor  # noqa: E402
+from rlplace.learn.env.sb3 import GraphExtractor  # noqa: E402
 from rlplace.zoo import layered, linear_regression  # noqa: E402
 
 EXTRACTOR = {"features_extractor_class": GraphExtractor, "features_extractor_kwargs": {"hidden": 8}}
@@ -146,7 +146,7 @@ def test_sb3_subprocess_workers_make_the_env_by_its_module_qualified_id():
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
-    envs = make_vec_env("rlplace.envs:rlplace/Placement-v0", n_envs=2, vec_env_cls=SubprocVecEnv,
+    envs = make_vec_env("rlplace.learn.env:rlplace/Placement-v0", n_envs=2, vec_env_cls=SubprocVecEnv,
                         vec_env_kwargs={"start_method": "spawn"},
                         env_kwargs={"graph": "layered", "graph_options": {"num_ops": 30}, "cluster": "baechi_2080"})
     try:

@@ -62,7 +62,7 @@ def test_committed_fit_loads():
 
 # ------------------------------------------------------------------------ the backend
 def test_backend_tf_is_registered_without_importing_tensorflow():
-    code = ("import sys; from rlplace.backends import make_backend; from rlplace.envs import PlacementEnv; "
+    code = ("import sys; from rlplace.backends import make_backend; from rlplace.learn.env import PlacementEnv; "
             f"b = make_backend('tf', model={MODEL!r}); assert not b.simulated; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -7,10 +7,10 @@ import subprocess
 import pytest
 import torch
 
-from rlplace.agents.checkpoint import read_checkpoint
-from rlplace.agents.loggers import make_logger
-from rlplace.agents.trainer import TrainConfig, train
-from rlplace.agents.warmstart import WarmStartConfig
+from rlplace.learn.checkpoint import read_checkpoint
+from rlplace.learn.loggers import make_logger
+from rlplace.learn.train import TrainConfig, train
+from rlplace.learn.warmstart import WarmStartConfig
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.errors import ConfigError
@@ -49,8 +49,8 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(problem, tmp_path, s
         assert resumed[key] == full[key], key
     a = read_checkpoint(tmp_path / "full" / "checkpoint.pt")
     b = read_checkpoint(tmp_path / "cut" / "checkpoint.pt")
-    assert a.progress["step_times"] == b.progress["step_times"]
-    assert a.algorithm["baseline"] == b.algorithm["baseline"]
+    assert a.graph_progress()["step_times"] == b.graph_progress()["step_times"]
+    assert a.algorithm["graphs"][0]["baseline"] == b.algorithm["graphs"][0]["baseline"]
     for key, value in a.policy.items():
         assert torch.equal(value, b.policy[key]), key
 
@@ -81,7 +81,7 @@ def test_outputs_warm_start_and_logger(problem, tmp_path):
 def test_training_curve_lines_are_the_algorithmic_placers_and_the_searches_computed_once(problem, tmp_path):
     graph, cluster = problem
     train(graph, cluster, SimBackend(), config(plots=True, budget_placements=8), tmp_path / "on")
-    references = read_checkpoint(tmp_path / "on" / "checkpoint.pt").progress["references"]
+    references = read_checkpoint(tmp_path / "on" / "checkpoint.pt").graph_progress()["references"]
     heuristics, searches = references[:-2], references[-2:]
     assert [r["placer"] for r in heuristics] == list(HEURISTICS)
     for r in heuristics:
@@ -93,11 +93,11 @@ def test_training_curve_lines_are_the_algorithmic_placers_and_the_searches_compu
         assert len(search["curve"]) == 9 and search["curve"][-1] == search["step_time"]
     assert (tmp_path / "on" / "training_curve.png").is_file()
     train(graph, cluster, SimBackend(), config(budget_placements=8), tmp_path / "off")  # plots off: none
-    assert read_checkpoint(tmp_path / "off" / "checkpoint.pt").progress["references"] == []
+    assert read_checkpoint(tmp_path / "off" / "checkpoint.pt").graph_progress()["references"] == []
 
 
 def test_subnormals_flush_only_inside_training():
-    from rlplace.agents.trainer import flushed_subnormals
+    from rlplace.learn.train import flushed_subnormals
 
     subnormal = lambda: (torch.tensor([1e-38]) * 1e-3).item()  # noqa: E731
     assert subnormal() > 0

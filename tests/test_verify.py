@@ -127,7 +127,7 @@ def test_search_placer_returns_the_best_measured_placement():
 
 
 def test_trainer_records_simulated_and_measured(tmp_path):
-    from rlplace.agents.trainer import TrainConfig, train
+    from rlplace.learn.train import TrainConfig, train
 
     real = Measured()
     backend = VerifyingBackend(real, top_k=3)

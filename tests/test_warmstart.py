@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-import rlplace.envs  # noqa: F401
-from rlplace.agents.algos import make_algorithm
-from rlplace.agents.policies.mars import MarsConfig, MarsPolicy
-from rlplace.agents.warmstart import heuristic_start, seed_with_first_sample
-from rlplace.envs import PlacementEnv
+import rlplace.learn.env  # noqa: F401
+from rlplace.learn.algos import make_algorithm
+from rlplace.learn.policies.mars import MarsConfig, MarsPolicy
+from rlplace.learn.warmstart import heuristic_start, seed_with_first_sample
+from rlplace.learn.env import PlacementEnv
 from rlplace.errors import ConfigError
 from rlplace.placers.search import HEURISTICS
 from rlplace.sim import simulate

@@ -55,7 +55,7 @@ class LearnedRun:
                      seconds: float) -> LearnedRun:
         """The run in ``run_dir`` (an rlplace-train output directory) starts from its
         ``first_placement.json``; without one (recorded before it existed), from ``single``."""
-        from rlplace.agents.trainer import FIRST_PLACEMENT
+        from rlplace.learn.train import FIRST_PLACEMENT
 
         path = Path(run_dir) / FIRST_PLACEMENT
         if path.is_file():
@@ -133,7 +133,7 @@ def change_points(curve: Sequence[float]) -> list[list[float]]:
 @dataclass
 class SearchBeside:
     """A placer for ``rlplace-compare``: the local search beside a trained policy of the same
-    comparison (``rlplace.agents.placer.PolicyPlacer``) at one of ``BUDGETS``. It places after
+    comparison (``rlplace.learn.placer.PolicyPlacer``) at one of ``BUDGETS``. It places after
     the policy has (it starts from the policy's first training placement, which the policy
     finds when it places), so it goes after it in the placer list (``beside_placers``)."""
 
@@ -148,9 +148,7 @@ class SearchBeside:
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         progress = self.policy.state.progress
         start, start_name = self.policy.first_placement, "the policy's first training placement"
-        if progress.get("first_actions") is None:  # a checkpoint written before first placements were kept
-            start, start_name = make_placer("single").place(graph, cluster), "single (checkpoint without a first placement)"
-        elif start is None:
+        if start is None:
             raise PlacementError(f"{self.label} did not place, so there is no start to search beside it from")
         run = LearnedRun(self.label, start, start_name, int(progress["evaluated"]), float(progress["elapsed"]))
         self.result = search_at(graph, cluster, run, self.budget, self.seed, self.backend, self.max_seconds)
@@ -161,7 +159,7 @@ def beside_placers(placers: Sequence[tuple[str, Any]], graph: OpGraph, cluster: 
                    backend=None, max_seconds: float | None = MAX_SECONDS) -> list[tuple[str, SearchBeside]]:
     """``(name, placer)`` of the searches beside each trained policy among ``placers`` that was
     trained on this graph and cluster (a policy placing another graph evaluated nothing here)."""
-    from rlplace.agents.placer import PolicyPlacer
+    from rlplace.learn.placer import PolicyPlacer
 
     out = []
     for name, placer in placers:

@@ -141,7 +141,7 @@ def _placer(name: str, seed: int, options: dict, backend):
     """A registered placer (a search placer evaluates its candidates on ``backend``), or
     ``agent:checkpoint`` for a policy trained with rlplace-train."""
     if ":" in name:
-        from rlplace.agents.placer import PolicyPlacer
+        from rlplace.learn.placer import PolicyPlacer
 
         return PolicyPlacer.from_spec(name)
     return make_placer(name, **{"seed": seed, "backend": backend, **options})  # placer_options.<name>.seed wins

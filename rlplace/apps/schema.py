@@ -4,14 +4,14 @@ imported). Hydra composes an app's YAML (a defaults list naming its schema and p
 its schema, so an unknown key or a value of the wrong type fails at composition, naming the key;
 ``rlplace.options.check_ranges`` then checks the allowed values kept as field metadata.
 
-Each default lives once: the agents' options in ``rlplace.agents.configs``, the trainer's in its
+Each default lives once: the agents' options in ``rlplace.learn.configs``, the trainer's in its
 ``TrainConfig``, a backend's or logger's in its constructor's signature, the environment's and
 Ray's in theirs. What is a preset (graph/, cluster/, model/, table/: a ``_target_`` with
 arguments, or a paper's table) stays YAML under ``rlplace/conf/``.
 
     ConfigStore            what it holds
     <app>_schema           CompareApp, TrainApp, ProfileApp, ReproduceApp: an app's own keys
-    agent/<name>           rlplace.agents.configs.AGENTS, the run's seed in the seeds
+    agent/<name>           rlplace.learn.configs.AGENTS, the run's seed in the seeds
     backend/<name>         name, options (the backend's signature), workers
     logger/<name>          name, options (the logger's signature)
 """
@@ -24,20 +24,21 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from rlplace.agents.configs import AGENTS, TrainConfig, WarmStartConfig
-from rlplace.agents.loggers import LOGGER_ARGUMENTS, LOGGERS
+from rlplace.learn.configs import AGENTS, TrainConfig, WarmStartConfig
+from rlplace.learn.loggers import LOGGER_ARGUMENTS, LOGGERS
 from rlplace.apps.beside import MAX_SECONDS
 from rlplace.backends import backend_class, backend_names
 from rlplace.calibration.design import CUTS, HEURISTICS as CALIBRATION_HEURISTICS, MIXING_RATES, design
 from rlplace.calibration.protocol import measure
 from rlplace.calibration.study import study
 from rlplace.distributed import RayBackend
-from rlplace.envs import PlacementEnv
+from rlplace.learn.env import PlacementEnv
 from rlplace.options import COUNT, FLAG, SEED, Allowed, allowed, default_of, signature_schema
 
 SEED_KEYS = {  # keys that take the run's seed (``seed``), in the groups that have them
     "agent/hierarchical": ["policy.grouping_seed"],
     "agent/mars": ["policy.seed", "policy.dgi.seed", "algorithm.options.seed"],
+    "agent/learned": ["algorithm.options.seed"],
     "backend/tf": ["options.seed"],
 }
 BACKEND_PRESETS = {"tf": {"options.model": "${oc.select:graph.model,null}"}}  # the model of graph=tf_model

@@ -38,8 +38,8 @@ log = logging.getLogger(__name__)
 def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
     import torch
 
-    from rlplace.agents.loggers import check_logger, make_logger
-    from rlplace.agents.trainer import TrainConfig, train
+    from rlplace.learn.loggers import check_logger, make_logger
+    from rlplace.learn.train import TrainConfig, train
 
     check_ranges(cfg)
     if cfg.torch_threads:

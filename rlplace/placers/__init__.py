@@ -13,7 +13,7 @@ from typing import Callable, Protocol, runtime_checkable
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
-from rlplace.options import checked
+from rlplace.options import SEED, checked
 from rlplace.placement import Placement
 
 
@@ -52,7 +52,10 @@ def make_placer(name: str, seed: int | None = None, backend=None, **options) -> 
     for key, value in (("seed", seed), ("backend", backend)):
         if value is not None and key in parameters:
             options.setdefault(key, value)
-    return factory(**checked(factory, options, f"placer {name!r}"))
+    options = checked(factory, options, f"placer {name!r}")
+    if "seed" in options and not SEED.admits(options["seed"]):
+        raise SEED.error(f"placer {name!r}: seed", options["seed"])
+    return factory(**options)
 
 
 from rlplace.placers import baselines  # noqa: E402,F401  (registers the baselines)

@@ -170,6 +170,12 @@ class SearchPlacer:
         if self.backend is not None and not hasattr(self.backend, "evaluate"):
             raise ConfigError(f"{type(self).__name__}: backend must be a Backend (an object with evaluate), "
                               f"got {self.backend!r}; rlplace-compare passes its own")
+        if not (isinstance(self.start, str) or (isinstance(self.start, (list, tuple)) and self.start
+                                                  and all(isinstance(n, str) for n in self.start))):
+            raise ConfigError(f"{type(self).__name__}: start must be a placer's name, best, or a non-empty list of "
+                              f"names, got {self.start!r:.60}")
+        if not 0 < self.run_fraction <= 1:
+            raise ConfigError(f"{type(self).__name__}: run_fraction must be in (0, 1], got {self.run_fraction}")
         unknown = [name for name in self.start_names if name not in available_placers()]
         if unknown:
             raise ConfigError(f"{type(self).__name__}: unknown start placer {unknown[0]!r} "

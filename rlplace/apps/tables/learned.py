@@ -28,8 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rlplace.apps.beside import LearnedRun, search_beside
 from rlplace.apps.common import compose_app
 from rlplace.apps.tables.common import Context, Setting, cluster_of, fmt_step
-from rlplace.errors import ConfigError
-from rlplace.options import first_line
+from rlplace.errors import ConfigError, first_line
 from rlplace.graph import OpGraph
 from rlplace.cluster import cluster_from_data
 from rlplace.datafile import load_yaml_data
@@ -109,7 +108,7 @@ def previous_run(run_dir: Path, cfg) -> dict | None:
             return summary
     checkpoint = run_dir / "checkpoint.pt"
     if checkpoint.is_file():
-        from rlplace.agents.checkpoint import read_checkpoint
+        from rlplace.learn.checkpoint import read_checkpoint
 
         evaluated = read_checkpoint(checkpoint).progress["evaluated"]
         cfg.resume = evaluated <= cfg.budget.placements

@@ -1,6 +1,6 @@
 """Mars (ICPP'21) §3-4: Table 1 (placer architectures), Table 2 (vs expert, single GPU and the
 other learned placers) and Table 3 (generalization by fine-tuning). Every learned column is an
-``agent`` spec (``agent=<name>``, defaults in ``rlplace.agents.configs``, plus overrides)."""
+``agent`` spec (``agent=<name>``, defaults in ``rlplace.learn.configs``, plus overrides)."""
 
 from __future__ import annotations
 

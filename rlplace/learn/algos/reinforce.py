@@ -21,13 +21,13 @@ from typing import Any
 
 import torch
 
-from rlplace.agents.base import Batch, Policy
-from rlplace.agents.configs import ReinforceConfig
+from rlplace.learn.base import Batch, Policy
+from rlplace.learn.configs import ReinforceConfig
 from rlplace.options import checked
 
 
 class Reinforce:
-    """Implements ``rlplace.agents.base.Algorithm``."""
+    """Implements ``rlplace.learn.base.Algorithm``."""
 
     differentiates_samples = True
 

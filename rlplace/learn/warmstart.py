@@ -21,9 +21,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from rlplace.agents.base import Algorithm, Policy
-from rlplace.agents.configs import WarmStartConfig
-from rlplace.agents.device import device_of
+from rlplace.learn.base import Algorithm, Policy
+from rlplace.learn.configs import WarmStartConfig
+from rlplace.learn.device import device_of
 from rlplace.errors import ConfigError
 from rlplace.placement import Placement
 from rlplace.placers import make_placer
@@ -79,7 +79,7 @@ def behaviour_clone(policy: Policy, actions: torch.Tensor, config: WarmStartConf
 def behaviour_clone_jointly(targets: Sequence[tuple[Policy, torch.Tensor]],
                             config: WarmStartConfig) -> dict[str, float]:
     """``behaviour_clone`` of several problems' policies that share their weights (a family of
-    graphs, ``rlplace.agents.family``), each towards its own placement: every Adam step is on the
+    graphs, ``rlplace.learn.train``), each towards its own placement: every Adam step is on the
     sum over the problems of -log p(actions)/U, so no problem's clone undoes another's (as
     cloning them one after another would); it stops once every greedy placement agrees on
     ``bc_target_accuracy`` of its units. Returns the loss summed over the problems and the least

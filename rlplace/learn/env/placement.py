@@ -16,7 +16,7 @@ last step, which gets the reward of the whole placement. Shaping pays each step 
 change of a partial placement's reward, so the rewards of an episode still add up to the final
 reward: ``shaping=True``, the reward of the simulated graph induced by the units placed so far
 (its memory included); ``shaping="schedule"``, the reward of the estimate of
-``rlplace.envs.partial``: the placed ops as the simulator runs them, each followed by its
+``rlplace.learn.env.partial``: the placed ops as the simulator runs them, each followed by its
 optimistic tail (the longest compute-only path to an exit on the fastest device), which is the
 step time once every unit is placed.
 
@@ -54,7 +54,7 @@ key                  space                        contents
 ==================== ============================ ===============================================
 
 With ``schedule_features=True`` (sequential mode) three more, from the partial schedule
-(``rlplace.envs.partial``); times over the graph's lower bound (``rlplace.sim.lower_bound``),
+(``rlplace.learn.env.partial``); times over the graph's lower bound (``rlplace.sim.lower_bound``),
 the choice for the current unit over the mean compute time of a unit:
 
 ==================== ============================ ===============================================
@@ -67,8 +67,8 @@ the choice for the current unit over the mean compute time of a unit:
 ``partial_step_time`` Box float32 (1,)            the estimate of the partial placement
 ==================== ============================ ===============================================
 
-``observation_to_data`` in ``rlplace.envs.pyg`` turns one into a ``torch_geometric.data.Data``;
-``rlplace.envs.sb3.GraphExtractor`` is a GCN over it for Stable-Baselines3 policies.
+``observation_to_data`` in ``rlplace.learn.env.pyg`` turns one into a ``torch_geometric.data.Data``;
+``rlplace.learn.env.sb3.GraphExtractor`` is a GCN over it for Stable-Baselines3 policies.
 ``action_masks()`` (sequential mode) gives the devices that can still take the current unit,
 as sb3-contrib's ``MaskablePPO`` expects; ``DeviceMask`` adds it to the observation.
 
@@ -96,7 +96,7 @@ from gymnasium import spaces
 from rlplace.backends import Backend, make_backend
 from rlplace.cluster import Cluster, load_preset
 from rlplace.coarsen import CoarseGraph
-from rlplace.envs.partial import DEVICE_VALUES, UNIT_VALUES, PartialSchedule
+from rlplace.learn.env.partial import DEVICE_VALUES, UNIT_VALUES, PartialSchedule
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
@@ -164,7 +164,7 @@ class PlacementEnv(gym.Env):
                 raise ConfigError(f"{name} must be {what}, got {type(value).__name__} {value!r:.60}")
         if mode not in ("one_shot", "sequential"):
             raise ConfigError(f"mode must be 'one_shot' or 'sequential', got {mode!r}")
-        if reward not in REWARDS:
+        if not isinstance(reward, str) or reward not in REWARDS:
             raise ConfigError(f"reward must be one of {sorted(REWARDS)}, got {reward!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
@@ -455,17 +455,22 @@ def _order(order, units: CoarseGraph, cluster: Cluster) -> np.ndarray:
             np.minimum.at(first, units.group_of, position)
             return np.argsort(first, kind="stable")
         raise ConfigError(f"order must be 'topological', 'cpd_topo' or a permutation of the units, got {order!r}")
-    perm = np.asarray(order, dtype=np.int64)
+    try:
+        perm = np.asarray(order, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"order must be 'topological', 'cpd_topo' or a permutation of the units, "
+                          f"got {order!r:.60}") from None
     if perm.shape != (num_units,) or not np.array_equal(np.sort(perm), np.arange(num_units)):
         raise ConfigError(f"order must be a permutation of the {num_units} units")
     return perm
 
 
 def _penalty(oom_penalty, reward_of_time) -> float:
-    if isinstance(oom_penalty, (int, float)):
+    if isinstance(oom_penalty, (int, float)) and not isinstance(oom_penalty, bool) and math.isfinite(oom_penalty):
         return float(oom_penalty)
-    if oom_penalty not in OOM_PENALTIES:
-        raise ConfigError(f"oom_penalty must be a number or one of {sorted(OOM_PENALTIES)}, got {oom_penalty!r}")
+    if not isinstance(oom_penalty, str) or oom_penalty not in OOM_PENALTIES:
+        raise ConfigError(f"oom_penalty must be a finite number or one of {sorted(OOM_PENALTIES)}, "
+                          f"got {oom_penalty!r:.60}")
     spec = OOM_PENALTIES[oom_penalty]
     return spec["reward"] if "reward" in spec else reward_of_time(spec["step_time"])
 

@@ -4,7 +4,7 @@ Tables 1–2.
 
 Encoder (§3.1, §4.2): 3 ``GCNConv`` layers of 256 units with PReLU over the unit features of the
 environment (one-hot op type, then compute, memory, output bytes, op count and the input/output
-shapes over the largest dimension: ``rlplace.envs.observation_to_data``), along the directed
+shapes over the largest dimension: ``rlplace.learn.env.observation_to_data``), along the directed
 data-flow edges (Eq. 1). ``encoder="sage"`` swaps in GraphSAGE (``SAGEConv``), the encoder of the
 encoder-placer baseline (GDP, Zhou et al. 2019; Mars §4.1).
 
@@ -29,33 +29,26 @@ Sampling uses the Gumbel-max trick on noise drawn from a ``torch.Generator``, so
 every placement. ``log_probs`` and ``entropy`` of a placement are sums over its units; the
 per-unit terms are kept too (``Sample.unit_log_probs``, ``log_prob(..., per_unit=True)``) for
 PPO's per-decision ratios.
-
-A ``TrustRegion`` (ours, issue 16) makes the policy sample around a placement: each unit's device
-is drawn from the policy with probability ``rate`` and kept otherwise, and ``log_probs`` are
-those of this mixture, so PPO's ratios stay exact. A factorised region draws every unit given the
-placement's earlier units (teacher-forced on it) instead of the sample's, so a moved unit does
-not change the distributions of the units after it.
 """
 
 from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
-from rlplace.agents.base import Sample
-from rlplace.agents.policies.input_feeding import TeacherForced, step
-from rlplace.agents.configs import DGIConfig, MarsConfig
-from rlplace.agents.device import uniform
-from rlplace.agents.pretrain import PretrainResult, pretrain_encoder
+from rlplace.learn.base import Sample
+from rlplace.learn.policies.input_feeding import TeacherForced, step
+from rlplace.learn.configs import DGIConfig, MarsConfig
+from rlplace.learn.device import uniform
+from rlplace.learn.pretrain import PretrainResult, pretrain_encoder
 from rlplace.options import checked
 
-ENCODERS = {"gcn": GCNConv, "sage": SAGEConv}  # by the names rlplace.agents.configs.ENCODERS allows
+ENCODERS = {"gcn": GCNConv, "sage": SAGEConv}  # by the names rlplace.learn.configs.ENCODERS allows
 
 
 class GraphEncoder(nn.Module):
@@ -189,31 +182,8 @@ class TransformerPlacer(nn.Module):
         return chosen, logits
 
 
-@dataclass
-class TrustRegion:
-    """Sampling around ``actions`` [U]: unit u gets device d with probability
-    ``rate * softmax(logits_u / T)[d] + (1 - rate) * [d == actions[u]]``, ``logits_u`` given the
-    sample's earlier units, or, ``factorised``, ``actions``' earlier units."""
-
-    actions: torch.Tensor
-    rate: float
-    factorised: bool = False
-
-    def mix(self, log_p: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities of the mixture from the policy's ``log_p`` [k, U, D]."""
-        kept = nn.functional.one_hot(self.actions, log_p.shape[-1]).to(log_p.dtype)
-        return (self.rate * log_p.exp() + (1.0 - self.rate) * kept).clamp_min(1e-30).log()
-
-    def noise(self, noise: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        """Gumbel ``noise`` [k, U, D] with the kept units' devices forced (drawn with probability 1 - rate)."""
-        k, U, D = noise.shape
-        kept = uniform((k, U), generator, noise.device) >= self.rate
-        forced = nn.functional.one_hot(self.actions, D).to(noise.dtype) * 1e9
-        return torch.where(kept[..., None], forced.expand(k, U, D), noise)
-
-
 class MarsPolicy(nn.Module):
-    """Encoder + placer for one environment, implementing ``rlplace.agents.base.Policy``."""
+    """Encoder + placer for one environment, implementing ``rlplace.learn.base.Policy``."""
 
     def __init__(self, x: torch.Tensor, edge_index: torch.Tensor, num_devices: int, config: MarsConfig = MarsConfig()):
         super().__init__()
@@ -231,15 +201,13 @@ class MarsPolicy(nn.Module):
                 segment = config.segment_size if config.placer == "segment_seq2seq" else max(x.shape[0], 1)
                 self.placer = SegmentSeq2SeqPlacer(config.encoder_hidden, config.placer_hidden, num_devices, segment)
         self.pretraining: PretrainResult | None = None
-        self.temperature = config.temperature   # the trainer may steer it (warm_start.self_imitation_changed_units)
-        self.trust_region: TrustRegion | None = None   # the trainer sets it (warm_start.self_imitation_trust_region)
 
     @classmethod
     def from_env(cls, env, config: MarsConfig = MarsConfig(), device: torch.device = torch.device("cpu")) -> MarsPolicy:
         """The policy for a PlacementEnv (or a wrapper of one) on ``device`` (initialised on the
         CPU, then moved with the graph's features), its encoder pre-trained with DGI on the env's
         graph when ``config.pretrain``."""
-        from rlplace.envs import observation_to_data
+        from rlplace.learn.env import observation_to_data
 
         base = env.unwrapped
         observation, _ = base.reset()
@@ -263,23 +231,13 @@ class MarsPolicy(nn.Module):
         """(actions, log_probs, entropy) of k placements, the last two per unit [k, U]:
         teacher-forced or chosen by noise."""
         embeddings = self.encoder(self.x, self.edge_index)
-        region = self.trust_region
-        if region is not None and region.factorised:
-            logits = self.placer(embeddings, 1, region.actions[None].long())[1].expand(k, -1, -1)
-            chosen = actions if actions is not None else torch.argmax(logits.detach() + noise, dim=-1)
-        else:
-            chosen, logits = self.placer(embeddings, k, actions, noise)
-        log_p = torch.log_softmax(logits / self.temperature, dim=-1)
-        if region is not None:
-            log_p = region.mix(log_p)
+        chosen, logits = self.placer(embeddings, k, actions, noise)
+        log_p = torch.log_softmax(logits, dim=-1)
         return chosen, log_p.gather(-1, chosen[..., None])[..., 0], -(log_p.exp() * log_p).sum(dim=-1)
 
     def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
         u = uniform((k, self.num_units, self.num_devices), generator, self.x.device).clamp_min(1e-20)
-        # argmax(logits / T + Gumbel) = argmax(logits + T · Gumbel): a sample of softmax(logits / T)
-        noise = -torch.log(-torch.log(u)) * self.temperature
-        if self.trust_region is not None:
-            noise = self.trust_region.noise(noise, generator)
+        noise = -torch.log(-torch.log(u))   # argmax(logits + Gumbel): a sample of softmax(logits)
         actions, log_probs, entropy = self._decide(k, noise=noise)
         return Sample(actions, log_probs.sum(dim=1), entropy.sum(dim=1), unit_log_probs=log_probs)
 
@@ -287,13 +245,6 @@ class MarsPolicy(nn.Module):
                  per_unit: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         _, log_probs, entropy = self._decide(actions.shape[0], actions=actions.long())
         return (log_probs, entropy) if per_unit else (log_probs.sum(dim=1), entropy.sum(dim=1))
-
-    @torch.no_grad()
-    def teacher_forced_logits(self, actions: torch.Tensor) -> torch.Tensor:
-        """The placer's logits [U, D], each unit's given ``actions``' earlier units, before the
-        temperature and the trust region."""
-        embeddings = self.encoder(self.x, self.edge_index)
-        return self.placer(embeddings, 1, actions[None].long())[1][0]
 
     @torch.no_grad()
     def greedy(self) -> torch.Tensor:

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from torch_geometric.nn import DeepGraphInfomax
 
-from rlplace.agents.configs import DGIConfig
+from rlplace.learn.configs import DGIConfig
 
 log = logging.getLogger(__name__)
 

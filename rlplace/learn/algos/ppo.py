@@ -39,9 +39,9 @@ from typing import Any
 
 import torch
 
-from rlplace.agents.base import Batch, Policy, Sample
-from rlplace.agents.configs import PPOConfig
-from rlplace.agents.device import device_of
+from rlplace.learn.base import Batch, Policy, Sample
+from rlplace.learn.configs import PPOConfig
+from rlplace.learn.device import device_of
 from rlplace.options import checked
 
 
@@ -107,7 +107,7 @@ class Rollout:
 
 
 class PPO:
-    """Implements ``rlplace.agents.base.Algorithm`` for one policy (its optimizer is built here)."""
+    """Implements ``rlplace.learn.base.Algorithm`` for one policy (its optimizer is built here)."""
 
     differentiates_samples = False  # the samples' log probabilities at sampling are constants of the ratio
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from rlplace.agents.device import normal, uniform
+from rlplace.learn.device import normal, uniform
 
 State = tuple[torch.Tensor, torch.Tensor]  # (h, c), each [B, hidden]
 
@@ -65,9 +65,6 @@ class AttentionDecoder(nn.Module):
     Logits are shaped as ``C·tanh(l/T)`` (HP Eq. 1, after Bello et al. 2016) when
     ``tanh_constant`` C is set, else ``l/T``. ``noise`` > 0 adds Gaussian noise scaled to that
     maximum amplitude to the (shaped) logits of sampled steps (HP §3's exploration noise).
-    ``sampling_temperature`` τ (not in HP; settable, the trainer may steer it) divides the shaped
-    logits, noise included, before the softmax: the cap C becomes C/τ, so τ < 1 lets a policy
-    sharper than C allows, τ > 1 flattens it.
 
     The attention feeds only the logits, never the next cell input, so once the actions are
     known every step can be computed at once: sampling runs the step loop without autograd to
@@ -79,7 +76,6 @@ class AttentionDecoder(nn.Module):
         super().__init__()
         self.num_actions, self.hidden_size = num_actions, hidden_size
         self.temperature, self.tanh_constant = temperature, tanh_constant
-        self.sampling_temperature = 1.0
         self.go = nn.Parameter(torch.zeros(hidden_size))
         self.action_embedding = nn.Embedding(num_actions, hidden_size)
         self.lstm = nn.LSTM(hidden_size, hidden_size, batch_first=True)
@@ -146,8 +142,6 @@ class AttentionDecoder(nn.Module):
                 logits = self.tanh_constant * torch.tanh(logits)
             if logit_noise is not None:
                 logits = logits + logit_noise[:, t]
-            if self.sampling_temperature != 1.0:
-                logits = logits / self.sampling_temperature
             if action_mask is not None:
                 logits = logits.masked_fill(~(action_mask[t] if action_mask.dim() == 2 else action_mask[:, t]),
                                             float("-inf"))
@@ -167,8 +161,6 @@ class AttentionDecoder(nn.Module):
             logits = self.tanh_constant * torch.tanh(logits)
         if logit_noise is not None:
             logits = logits + logit_noise
-        if self.sampling_temperature != 1.0:
-            logits = logits / self.sampling_temperature
         if action_mask is not None:
             logits = logits.masked_fill(~action_mask, float("-inf"))
         return torch.log_softmax(logits, dim=2)

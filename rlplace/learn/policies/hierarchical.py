@@ -17,30 +17,20 @@ Ablations (§3, Table 2): ``grouping="random"`` feeds a fixed random grouping to
 Placer; ``grouping="none"`` is the Simple Planner, one feed-forward network that predicts a
 device for every unit directly ("a feed forward Grouper which predicts placements rather than
 groups").
-
-Not in the paper, for warm starts (issue 16): a sampling temperature τ (``temperature``, which
-the trainer may steer) divides the capped logits C·tanh(l/T) of every decision, the Grouper's
-over τ·``grouper_temperature``, so it moves the cap to C/τ. At τ = 1 the Grouper's favourite
-group gets at most e^{2C}/(e^{2C} + G - 1), 98.8% at C = 5 and G = 256: ~1% of the units change
-group in every sample however the Grouper is trained; at τ = 0.5 the bound is 1 - 5e-7, at 1.3
-it is 0.89. And ``clone_grouping="runs"`` clones the Grouper to runs of units on one device in
-the warm start (a run in topological order, as ``rlplace.placers.search`` moves them), so that
-one Placer decision moves a run.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter, deque
 
 import numpy as np
 import torch
 from torch import nn
 
-from rlplace.agents.base import Sample
-from rlplace.agents.configs import HierarchicalConfig
-from rlplace.agents.device import multinomial
-from rlplace.agents.policies.seq2seq import AttentionDecoder, BiLSTMEncoder, bounded_noise, categorical_entropy
+from rlplace.learn.base import Sample
+from rlplace.learn.configs import HierarchicalConfig
+from rlplace.learn.device import multinomial
+from rlplace.learn.policies.seq2seq import AttentionDecoder, BiLSTMEncoder, bounded_noise, categorical_entropy
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
@@ -48,7 +38,7 @@ from rlplace.options import checked
 
 class HierarchicalPlanner(nn.Module):
     """One policy for one problem: ``units`` (the environment's CoarseGraph) on
-    ``num_devices`` devices. Implements ``rlplace.agents.base.Policy``."""
+    ``num_devices`` devices. Implements ``rlplace.learn.base.Policy``."""
 
     def __init__(self, units: CoarseGraph, num_devices: int, config: HierarchicalConfig | None = None):
         super().__init__()
@@ -61,8 +51,6 @@ class HierarchicalPlanner(nn.Module):
         self.register_buffer("unit_shapes", torch.as_tensor(features["shapes"]).clamp_min(0.0))
         self.register_buffer("unit_edges", torch.as_tensor(features["edges"]))
         self.register_buffer("samples_drawn", torch.zeros((), dtype=torch.long))  # policy steps, for the noise
-        if c.clone_grouping == "runs":   # set by the first placement cloned (extras_for)
-            self.register_buffer("run_grouping", torch.full((self.num_units,), -1, dtype=torch.long))
 
         self.type_embedding = nn.Embedding(c.num_types + 1, c.type_embedding)
         self.unit_embedding = nn.Embedding(self.num_units, c.unit_embedding) if c.unit_embedding else None
@@ -80,19 +68,6 @@ class HierarchicalPlanner(nn.Module):
             self.encoder = BiLSTMEncoder(group_size, c.placer_hidden)
             self.decoder = AttentionDecoder(num_devices, c.placer_hidden, c.placer_hidden,
                                             temperature=c.temperature, tanh_constant=c.tanh_constant)
-        self.temperature = c.sampling_temperature
-
-    @property
-    def temperature(self) -> float:
-        """τ of every decision: the Placer's softmax, the Grouper's (times ``grouper_temperature``),
-        the Simple Planner's."""
-        return self._temperature
-
-    @temperature.setter
-    def temperature(self, value: float) -> None:
-        self._temperature = float(value)
-        if self.config.grouping != "none":
-            self.decoder.sampling_temperature = self._temperature
 
     # ------------------------------------------------------------------------ Policy protocol
     def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
@@ -153,43 +128,24 @@ class HierarchicalPlanner(nn.Module):
     @torch.no_grad()
     def extras_for(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
         """A grouping and group devices that produce the unit placements ``actions`` [k, U],
-        for scoring placements the policy did not sample (behaviour cloning). Learned grouping,
-        ``clone_grouping="device"``: group g belongs to device g mod D, and unit u goes to the
-        group of its device a_u that the current Grouper likes best, so the placement is
-        reproduced exactly with the least change to the Grouper. ``clone_grouping="runs"``: the
-        first placement asked about fixes ``run_grouping`` (``run_groups``); each group goes to
-        the device most of its units are on (ties and empty groups: g mod D), and a unit
-        elsewhere goes to the group of its device that the Grouper likes best (a device without
-        a group, which a placement near the first never needs, leaves it in its run). Random
-        grouping: each group goes to the device most of its units are on."""
+        for scoring placements the policy did not sample (behaviour cloning). Learned grouping:
+        group g belongs to device g mod D, and unit u goes to the group of its device a_u that
+        the current Grouper likes best, so the placement is reproduced exactly with the least
+        change to the Grouper. Random grouping: each group goes to the device most of its units
+        are on."""
         if self.config.grouping == "none":
             return {}
         G, D = self.config.num_groups, self.num_devices
         if self.config.grouping == "learned" and G < D:
             raise ConfigError(f"cannot reproduce a placement on {D} devices with {G} groups")
-        if self.config.grouping == "learned" and self.config.clone_grouping == "device":
+        if self.config.grouping == "learned":
             owner = torch.arange(G, device=actions.device) % D
             return {"grouping": self._favourite_group(owner.expand(actions.shape[0], -1), actions),
                     "group_devices": owner.expand(actions.shape[0], -1).contiguous()}
-        if self.config.grouping == "learned":
-            if bool((self.run_grouping < 0).any()):
-                self.run_grouping.copy_(run_groups(actions[0], G, D))
-            grouping = self.run_grouping
-        else:
-            grouping = self.fixed_grouping
-        grouping = grouping.expand(actions.shape[0], -1)
+        grouping = self.fixed_grouping.expand(actions.shape[0], -1)
         votes = torch.zeros(actions.shape[0], G * D, device=actions.device)
-        if self.config.grouping == "learned":   # half a vote: an empty group (or a tie) keeps device g mod D
-            owner = torch.arange(G, device=actions.device)
-            votes[:, owner * D + owner % D] = 0.5
         votes.scatter_add_(1, grouping * D + actions, torch.ones_like(actions, dtype=votes.dtype))
-        group_devices = votes.view(-1, G, D).argmax(2)
-        if self.config.grouping == "learned":
-            elsewhere = group_devices.gather(1, grouping) != actions
-            owned = (group_devices.unsqueeze(2) == torch.arange(D, device=actions.device)).any(1)  # [k, D]
-            moved = elsewhere & owned.gather(1, actions)
-            grouping = torch.where(moved, self._favourite_group(group_devices, actions), grouping)
-        return {"grouping": grouping.contiguous(), "group_devices": group_devices.contiguous()}
+        return {"grouping": grouping.contiguous(), "group_devices": votes.view(-1, G, D).argmax(2).contiguous()}
 
     def _favourite_group(self, group_devices: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """[k, U]: for each unit, the group on its device a_u (``group_devices`` [k, G]) that the
@@ -207,12 +163,11 @@ class HierarchicalPlanner(nn.Module):
         return torch.cat(parts, dim=1)
 
     def _unit_logits(self, noise: float, generator: torch.Generator | None) -> torch.Tensor:
-        """C·tanh(l/T) (Eq. 1) plus the exploration noise, over the sampling temperature (the
-        Grouper's: times ``grouper_temperature``)."""
+        """C·tanh(l/T) (Eq. 1) plus the exploration noise."""
         logits = self.config.tanh_constant * torch.tanh(self.grouper(self.unit_embeddings()) / self.config.temperature)
         if noise > 0:
             logits = logits + bounded_noise(logits.shape, noise, generator, logits.device)
-        return logits / (self.temperature * (1.0 if self.config.grouping == "none" else self.config.grouper_temperature))
+        return logits
 
     def group_embeddings(self, grouping: torch.Tensor) -> torch.Tensor:
         """[B, G, types + shapes + G] for groupings [B, U] (§2, "To generate input for the
@@ -233,32 +188,6 @@ class HierarchicalPlanner(nn.Module):
 
 def _repeat(state, k: int):
     return tuple(s.expand(k, -1).contiguous() for s in state)
-
-
-def run_groups(actions: torch.Tensor, num_groups: int, num_devices: int) -> torch.Tensor:
-    """[U] group of each unit: the maximal runs of consecutive units (topological order) with
-    the same device in ``actions`` [U]. The runs on device d are groups d, d + D, d + 2D, ...
-    in order (as ``clone_grouping="device"`` numbers them, so the Placer clones the same
-    pattern); while a device has fewer than G/D groups and a run longer than a unit, its longest
-    run (the first of equals) is split in two halves. A device with more runs than G/D groups
-    puts its last runs into its last group."""
-    a = actions.cpu().numpy()
-    starts = [0, *(np.flatnonzero(a[1:] != a[:-1]) + 1).tolist()]
-    heaps: dict[int, list[tuple[int, int, int]]] = {}
-    for s, e in zip(starts, starts[1:] + [len(a)]):
-        heaps.setdefault(int(a[s]), []).append((s - e, s, e))
-    per_device = num_groups // num_devices
-    group = np.empty(len(a), dtype=np.int64)
-    for d, heap in heaps.items():
-        heapq.heapify(heap)
-        while len(heap) < per_device and heap[0][0] < -1:
-            _, s, e = heapq.heappop(heap)
-            middle = (s + e) // 2
-            heapq.heappush(heap, (s - middle, s, middle))
-            heapq.heappush(heap, (middle - e, middle, e))
-        for k, (_, s, e) in enumerate(sorted(heap, key=lambda r: r[1])):
-            group[s:e] = d + num_devices * min(k, per_device - 1)
-    return torch.as_tensor(group, device=actions.device)
 
 
 # ---------------------------------------------------------------------------- unit features

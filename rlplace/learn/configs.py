@@ -15,17 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from rlplace.errors import ConfigError
-from rlplace.options import COUNT, FLAG, SECONDS, Allowed, allowed
+from rlplace.options import COUNT, FLAG, SECONDS, SEED, Allowed, allowed, check_fields
 
 GROUPINGS = ("learned", "random", "none")
-CLONE_GROUPINGS = ("device", "runs")
 ENCODERS = ("gcn", "sage")
+ORDERS = ("cycle", "sample")   # how a family's updates go over its graphs
 PLACERS = ("segment_seq2seq", "seq2seq", "transformer")
 DEVICES = re.compile(r"auto|cpu|cuda(:[0-9]+)?")   # the torch devices a learned placer trains on
 
 
 def check_device_name(name: str) -> None:
-    """A ConfigError unless ``name`` is auto, cpu, cuda or cuda:N (``rlplace.agents.device``
+    """A ConfigError unless ``name`` is auto, cpu, cuda or cuda:N (``rlplace.learn.device``
     resolves it)."""
     if not isinstance(name, str) or not DEVICES.fullmatch(name):
         raise ConfigError(f"torch_device must be auto, cpu, cuda or cuda:N, got {name!r}")
@@ -50,25 +50,13 @@ class HierarchicalConfig:
     unit_embedding: int = allowed(0, Allowed(int, low=0))         # not in the paper: > 0 adds a trainable vector per unit, so the
                                     # Grouper can tell apart units whose §2 features are alike
                                     # (behaviour cloning of an arbitrary placement needs it)
-    sampling_temperature: float = allowed(1.0, SECONDS)   # not in the paper: τ of every softmax (softmax(C·tanh(l/T) / τ):
-                                    # the cap C becomes C/τ); the trainer may steer it
-                                    # (warm_start.self_imitation_changed_units)
-    grouper_temperature: float = allowed(1.0, SECONDS)    # not in the paper: the Grouper's softmax is over τ times this
-    clone_grouping: str = "device"  # not in the paper: the grouping behaviour cloning targets. "device":
-                                    # group g belongs to device g mod D; "runs": the groups are runs of
-                                    # units (topological order) on one device in the first placement
-                                    # cloned (the warm start), so a Placer decision moves a whole run
 
     def __post_init__(self):
+        check_fields(self, "agent.policy.")
         if self.grouping not in GROUPINGS:
             raise ConfigError(f"agent.policy.grouping must be one of {GROUPINGS}, got {self.grouping!r}")
         if self.num_groups < 1 or self.placer_hidden % 2:
             raise ConfigError("agent.policy: num_groups must be >= 1 and placer_hidden even")
-        if self.clone_grouping not in CLONE_GROUPINGS:
-            raise ConfigError(f"agent.policy.clone_grouping must be one of {CLONE_GROUPINGS}, "
-                              f"got {self.clone_grouping!r}")
-        if not (self.sampling_temperature > 0 and self.grouper_temperature > 0):
-            raise ConfigError("agent.policy.sampling_temperature and grouper_temperature must be > 0")
 
 
 @dataclass
@@ -77,6 +65,9 @@ class DGIConfig:
     lr: float = allowed(1e-3, SECONDS)         # Adam; Mars gives none, DGI (Veličković et al. §4.2) uses 0.001
     cache_dir: Optional[str] = "~/.cache/rlplace/dgi"   # None: do not cache
     seed: int = allowed(0, Allowed(int, low=0))            # corruption permutations
+
+    def __post_init__(self):
+        check_fields(self, "agent.policy.dgi.")
 
 
 @dataclass
@@ -90,8 +81,6 @@ class MarsConfig:
     transformer_layers: int = allowed(2, COUNT)          # not given by Mars or GDP for this scale
     transformer_heads: int = allowed(4, COUNT)           # not given by Mars or GDP for this scale
     pretrain: bool = True                # Mars §3.2; false: Table 2's "Mars (no pre-training)"
-    temperature: float = allowed(1.0, SECONDS)             # not in Mars: the decisions' softmax is over logits / temperature;
-                                         # < 1 keeps samples closer to the greedy placement
     type_buckets: int = allowed(0, Allowed(int, low=0))                # 0: one-hot over this graph's op types; N > 0: op types
                                          # hashed into N buckets, a vocabulary all graphs share, so
                                          # every weight transfers to another graph (Table 3)
@@ -99,14 +88,15 @@ class MarsConfig:
     seed: int = allowed(0, Allowed(int, low=0))                        # weight initialisation
 
     def __post_init__(self):
+        check_fields(self, "agent.policy.")
+        if not isinstance(self.dgi, DGIConfig):
+            raise ConfigError(f"agent.policy.dgi must be a DGIConfig, got {self.dgi!r:.60}")
         if self.encoder not in ENCODERS:
             raise ConfigError(f"agent.encoder must be one of {sorted(ENCODERS)}, got {self.encoder!r}")
         if self.placer not in PLACERS:
             raise ConfigError(f"agent.placer must be one of {list(PLACERS)}, got {self.placer!r}")
         if self.type_buckets < 0:
             raise ConfigError(f"agent.type_buckets must be >= 0, got {self.type_buckets}")
-        if not self.temperature > 0:
-            raise ConfigError(f"agent.temperature must be > 0, got {self.temperature}")
         if self.segment_size < 1:
             raise ConfigError(f"agent.segment_size must be positive, got {self.segment_size}")
         if self.placer_hidden % 2:
@@ -117,6 +107,15 @@ class MarsConfig:
 
 
 @dataclass
+class LearnedConfig:
+    weights: Optional[str] = None        # an .npz of the learned placer's network; None: the shipped one
+
+    def __post_init__(self):
+        if self.weights is not None and not isinstance(self.weights, str):
+            raise ConfigError(f"agent.policy.weights must be null or a path, got {self.weights!r:.60}")
+
+
+@dataclass
 class ReinforceConfig:
     lr: float = allowed(0.1, SECONDS)                      # Adam, initial learning rate: HP §3 "Training Details"
     lr_decay: float = allowed(0.95, Allowed(float, low=0, high=1))               # the paper is silent; the authors' code (lr_dec, start_decay_step,
@@ -124,8 +123,11 @@ class ReinforceConfig:
     lr_decay_every: int = allowed(50, COUNT)             # update 400 (staircase); lr_decay = 1 keeps it fixed
     max_grad_norm: float = allowed(1.0, SECONDS)           # gradient clipping: HP §3
     baseline_decay: float = allowed(0.9, Allowed(float, low=0, high=1))          # EMA baseline (HP §2); 0.9 is bl_dec of the authors' code
-    valid_only_after: Optional[int] = 500   # HP §3; None: always learn from every sample
+    valid_only_after: Optional[int] = allowed(500, Allowed(int, low=0, null="always learn from every sample"))  # HP §3
     entropy_coef: float = allowed(0.0, Allowed(float, low=0))            # HP uses none
+
+    def __post_init__(self):
+        check_fields(self, "agent.algorithm.options.")
 
 
 @dataclass
@@ -138,15 +140,17 @@ class PPOConfig:
     buffer_size: int = allowed(20, COUNT)          # Mars §4.2
     num_minibatches: int = allowed(4, COUNT)       # Mars §4.2
     epochs: int = allowed(3, COUNT)                # Mars §4.2
-    normalize_advantages: bool = True  # over the buffer; Mars is silent, CleanRL's default
+    normalize_advantages: bool = allowed(True, FLAG)  # over the buffer; Mars is silent, CleanRL's default
     seed: int = allowed(0, Allowed(int, low=0))                  # mini-batch shuffling
+
+    def __post_init__(self):
+        check_fields(self, "agent.algorithm.options.")
 
 
 @dataclass
 class WarmStartConfig:
-    """A warm start from an algorithmic placer (rlplace.agents.warmstart): (a) behaviour
-    cloning, (b) the heuristic's placement as the first sample; and (c) self-imitation during
-    training, cloning the best placement found so far with (a)'s options."""
+    """A warm start from an algorithmic placer (rlplace.learn.warmstart): (a) behaviour
+    cloning, (b) the heuristic's placement as the first sample."""
 
     placer: Optional[str] = None        # None: cold start; a placer name, or best
     placer_options: dict = field(default_factory=dict)
@@ -157,26 +161,13 @@ class WarmStartConfig:
     bc_target_accuracy: float = allowed(1.0, Allowed(float, low=0, high=1))  # stop once the greedy
                                         # placement agrees on this share of units
     bc_check_every: int = allowed(10, COUNT)
-    self_imitation_every: int = allowed(0, Allowed(int, low=0))   # (c) every this many updates, clone
-                                        # the best placement so far if it improved (0: off)
-    self_imitation_steps: int = allowed(20, COUNT)   # (c) most gradient steps of each such clone
-    self_imitation_lr: float = allowed(1e-3, SECONDS)   # (c) Adam; bc_lr's 0.01 tears a trained policy apart
-    self_imitation_changed_units: float = allowed(0.0, Allowed(float, low=0))   # (c) > 0: after every
-                                        # update, steer the policy's sampling temperature so that samples
-                                        # move about this many units off the best placement (0: fixed)
-    self_imitation_anchor: bool = allowed(False, FLAG)   # (c) clone the best placement whenever due and
-                                        # the policy's greedy placement has drifted off it, not only
-                                        # when it improved (ours)
-    self_imitation_trust_region: bool = allowed(False, FLAG)   # (c) Mars: sample each unit from the
-                                        # policy with a probability (the trust rate), else keep the best
-                                        # placement's device; the rate, not the temperature, is set for
-                                        # self_imitation_changed_units moves per sample (ours)
-    self_imitation_trust_temperature: bool = allowed(False, FLAG)   # (c) with the trust region: once the
-                                        # rate is 1 and samples would still move fewer units than wanted
-                                        # (a sharp policy), raise the sampling temperature instead (ours)
-    self_imitation_trust_factorised: bool = allowed(False, FLAG)   # (c) with the trust region: draw each
-                                        # unit given the best placement's earlier units, not the sample's,
-                                        # so that a moved unit does not move the ones after it (ours)
+
+    def __post_init__(self):
+        check_fields(self, "warm_start.")
+        if self.placer is not None and not isinstance(self.placer, str):
+            raise ConfigError(f"warm_start.placer must be null or a placer's name, got {self.placer!r:.60}")
+        if not isinstance(self.placer_options, dict):
+            raise ConfigError(f"warm_start.placer_options must be a dict, got {self.placer_options!r:.60}")
 
 
 @dataclass
@@ -215,42 +206,65 @@ class MarsAgent:
     algorithm: PPO = field(default_factory=PPO)
 
 
-AGENTS = {"hierarchical": HierarchicalAgent, "mars": MarsAgent}
+@dataclass
+class LearnedAgent:
+    """``agent=learned``: the pretrained ``learned`` placer's network fine-tuned with PPO (issue
+    41 item 2: imitation first, then RL in the simulator), Mars' sampling and OOM penalty."""
+
+    name: str = "learned"
+    samples: int = allowed(10, COUNT)
+    oom_penalty: str = "mars"
+    policy: LearnedConfig = field(default_factory=LearnedConfig)
+    algorithm: PPO = field(default_factory=PPO)
+
+
+AGENTS = {"hierarchical": HierarchicalAgent, "mars": MarsAgent, "learned": LearnedAgent}
+ALGORITHMS = (Reinforce.name, PPO.name)
 
 
 @dataclass
 class TrainConfig:
-    """What ``rlplace.agents.trainer.train`` does; ``rlplace-train``'s schema takes its defaults."""
+    """What ``rlplace.learn.train.train`` does; ``rlplace-train``'s schema takes its defaults."""
 
     agent: str = HierarchicalAgent.name
     policy: dict[str, Any] = field(default_factory=dict)          # the agent's policy options
     algorithm: str = Reinforce.name
     algorithm_options: dict[str, Any] = field(default_factory=dict)
-    samples: int = HierarchicalAgent.samples   # k placements per update (HP §3: m = 1 grouping, k = 4)
+    samples: int = allowed(HierarchicalAgent.samples, COUNT)   # k placements per update (HP §3: m = 1, k = 4)
     env: dict[str, Any] = field(default_factory=dict)             # PlacementEnv options (reward, oom_penalty, ...)
-    budget_placements: Optional[int] = 2000
-    budget_seconds: Optional[float] = None
-    checkpoint_every: int = 50          # updates
-    resume: bool = False
-    resume_across_devices: bool = False   # a run written on another kind of device: its generator reseeded
-    stop_after_updates: Optional[int] = None   # stop (as if killed) after this many updates of this run
+    budget_placements: Optional[int] = allowed(2000, Allowed(int, low=1, null="no limit"))
+    budget_seconds: Optional[float] = allowed(None, Allowed(float, low=0, open_low=True, null="no limit"))
+    checkpoint_every: int = allowed(50, COUNT)          # updates
+    resume: bool = allowed(False, FLAG)
+    resume_across_devices: bool = allowed(False, FLAG)   # a run written on another kind of device: reseeded
+    stop_after_updates: Optional[int] = allowed(None, Allowed(int, low=1, null="never"))  # as if killed after
+    #                                     this many updates of this run
     init_checkpoint: Optional[str] = None  # fine-tuning: start from another run's policy weights
+    order: str = "cycle"                  # a family's updates: round the graphs, or "sample" one each
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
-    seed: int = 0
+    seed: int = allowed(0, SEED)
     torch_device: str = "auto"              # auto: the first GPU if torch sees one, else the CPU
-    progress: bool = True
-    plots: bool = True
+    progress: bool = allowed(True, FLAG)
+    plots: bool = allowed(True, FLAG)
 
     def __post_init__(self):
+        check_fields(self)
+        if not isinstance(self.agent, str) or self.agent not in AGENTS:
+            raise ConfigError(f"agent must be one of {sorted(AGENTS)}, got {self.agent!r:.60}")
+        if not isinstance(self.algorithm, str) or self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"algorithm must be one of {list(ALGORITHMS)}, got {self.algorithm!r:.60}")
+        for name in ("policy", "algorithm_options", "env"):
+            if not isinstance(getattr(self, name), dict):
+                raise ConfigError(f"{name} must be a dict of options, got {getattr(self, name)!r:.60}")
+        if self.init_checkpoint is not None and not isinstance(self.init_checkpoint, str):
+            raise ConfigError(f"init_checkpoint must be null or a path, got {self.init_checkpoint!r:.60}")
+        if not isinstance(self.warm_start, WarmStartConfig):
+            raise ConfigError(f"warm_start must be a WarmStartConfig, got {self.warm_start!r:.60}")
         check_device_name(self.torch_device)
         if self.budget_placements is None and self.budget_seconds is None:
             raise ConfigError("set a budget: budget.placements and/or budget.seconds")
-        if self.samples < 1 or self.checkpoint_every < 1:
-            raise ConfigError("samples and checkpoint_every must be >= 1")
-        ws = self.warm_start
-        if ws.self_imitation_trust_region and (self.agent != MarsAgent.name or not ws.self_imitation_changed_units):
-            raise ConfigError("warm_start.self_imitation_trust_region needs agent=mars and "
-                              "warm_start.self_imitation_changed_units > 0")
-        for name in ("self_imitation_trust_temperature", "self_imitation_trust_factorised"):
-            if getattr(ws, name) and not ws.self_imitation_trust_region:
-                raise ConfigError(f"warm_start.{name} needs warm_start.self_imitation_trust_region=true")
+        if not isinstance(self.order, str) or self.order not in ORDERS:
+            raise ConfigError(f"order must be one of {ORDERS}, got {self.order!r}")
+        if self.agent == LearnedAgent.name and self.warm_start.behaviour_cloning:
+            raise ConfigError("agent=learned starts from the pretrained weights: warm_start.behaviour_cloning "
+                              "is for hierarchical and mars")

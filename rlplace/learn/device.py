@@ -15,7 +15,7 @@ from typing import Sequence
 
 import torch
 
-from rlplace.agents.configs import check_device_name
+from rlplace.learn.configs import check_device_name
 from rlplace.errors import ConfigError
 
 

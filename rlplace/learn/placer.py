@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rlplace.agents.checkpoint import check_fits, problem_identity, read_checkpoint
-from rlplace.agents.policies import POLICIES, make_policy
-from rlplace.agents.trainer import copy_parameters
+from rlplace.learn.checkpoint import check_fits, problem_identity, read_checkpoint
+from rlplace.learn.policies import POLICIES, make_policy
+from rlplace.learn.train import copy_parameters
 from rlplace.backends import SimBackend
 from rlplace.cluster import Cluster
 from rlplace.errors import CheckpointError, ConfigError
@@ -51,7 +51,7 @@ class PolicyPlacer:
         return self.state.problem == problem_identity(graph, cluster)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        from rlplace.envs import PlacementEnv
+        from rlplace.learn.env import PlacementEnv
 
         env = PlacementEnv(graph, cluster, SimBackend(), **self.state.env)
         options = dict(self.state.policy_options)
@@ -63,7 +63,7 @@ class PolicyPlacer:
                    extra_ok=True)
         copy_parameters(policy, self.state.policy)
         if self.trained_on(graph, cluster):
-            progress = self.state.progress
+            progress = self.state.graph_progress()
             self.training_curve = np.minimum.accumulate(
                 [t if ok else math.inf for t, ok in zip(progress["step_times"], progress["valid"])]).tolist()
             first = progress.get("first_actions")

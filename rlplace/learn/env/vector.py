@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
-from rlplace.envs.placement import PlacementEnv
+from rlplace.learn.env.placement import PlacementEnv
 from rlplace.errors import ConfigError
 
 

@@ -4,8 +4,8 @@ Needs the ``sb3`` extra (``pip install 'rlplace[sb3]'``); nothing else in rlplac
 module, so Stable-Baselines3 stays optional::
 
     from stable_baselines3 import PPO
-    from rlplace.envs import PlacementEnv
-    from rlplace.envs.sb3 import GraphExtractor
+    from rlplace.learn.env import PlacementEnv
+    from rlplace.learn.env.sb3 import GraphExtractor
 
     env = PlacementEnv("layered", mode="sequential", graph_options={"num_ops": 300})
     model = PPO("MultiInputPolicy", env, policy_kwargs={"features_extractor_class": GraphExtractor})

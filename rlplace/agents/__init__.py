@@ -1,1 +1,0 @@
-"""rlplace.agents: learned placers: policies, REINFORCE and PPO (the learned-placers issue)."""
