@@ -7,7 +7,8 @@ import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "your_own_model.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
-NEEDS = ["tensorflow", "tensorflow", "torch", None]
+NEEDS = ["tensorflow", "tensorflow", "torch", "accelerate", None]
+PRINTS = ["OpGraph(", "OpGraph(", "OpGraph(", "'1': 'cpu'", "OpGraph("]   # what each block prints
 
 
 def test_the_doc_has_its_blocks():
@@ -19,4 +20,4 @@ def test_snippet_runs(k, capsys):
     if NEEDS[k]:
         pytest.importorskip(NEEDS[k])
     exec(compile(BLOCKS[k], f"{DOC.name}[block {k}]", "exec"), {})
-    assert "OpGraph(" in capsys.readouterr().out
+    assert PRINTS[k] in capsys.readouterr().out

@@ -20,6 +20,16 @@ link from a gradient op to its forward op, which this trace keeps (below). Per o
   every node of the loss's autograd graph marks where in the trace that node's ops begin, and
   its sequence number names the forward op (``seq_nr`` in the forward ops' meta).
 
+``granularity="module"`` (issue 43: placements a PyTorch model can use): every op is owned by
+the innermost module running when it was traced (forward pre- and post-hooks on every module
+mark where each module's ops begin and end), and a module's ops, its parameters and buffers,
+their updates and the backward ops of its forward ops form one colocation group, so a placement
+never splits a module's parameters; modules that share a tensor (tied weights) or whose ops read
+another module's parameters (``nn.MultiheadAttention`` reads its ``out_proj``'s) share one group.
+Each op is tagged with its group's rank in forward order (``layer``), so ``expert`` splits the
+model into contiguous stages. ``rlplace.export.torch_device_map`` turns a placement of such a
+graph into the ``device_map`` of Hugging Face ``accelerate`` (or of plain ``module.to``).
+
 Costs: ``rlplace.costs`` (analytical, per aten op type; ``unknown_types`` lists the types
 without a formula) or ``profile_step``: the traced step run on this machine's CPU under
 ``torch.profiler``, one ``record_function`` range per op.
@@ -33,6 +43,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
@@ -43,6 +56,7 @@ from rlplace.errors import ConfigError, GraphError
 from rlplace.graph import OpGraph
 
 PERSISTENT = ("parameter", "buffer")
+GRANULARITIES = ("op", "module")
 _getitem = operator.getitem
 
 
@@ -66,6 +80,7 @@ class TorchImport:
     graph: OpGraph
     step: TorchStep
     seconds: float  # wall time of tracing, conversion and costing
+    holders: dict[str, list[str]]  # op of each parameter and buffer -> every module holding it
 
 
 def default_loss(output: torch.Tensor, *targets: torch.Tensor) -> torch.Tensor:
@@ -80,25 +95,41 @@ def from_torch(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | torch.Te
                targets: Sequence[torch.Tensor] | torch.Tensor = (),
                loss: Callable[..., torch.Tensor] = default_loss, learning_rate: float = 0.01,
                name: str | None = None, costs: str = "analytical", device: Any = "v100",
-               profile_steps: int = 3) -> TorchImport:
+               profile_steps: int = 3, granularity: str = "op") -> TorchImport:
     """The OpGraph of one training step of ``model`` on ``inputs`` (``loss(model(*inputs),
     *targets)``). ``costs``: ``"analytical"`` (roofline on ``device``, a ``rlplace.costs``
     preset or spec), ``"profile"`` (measured here, mean of ``profile_steps`` steps after one
-    warm-up) or ``"none"`` (compute_time 0)."""
+    warm-up) or ``"none"`` (compute_time 0). ``granularity``: ``"op"`` (each op placed on its
+    own) or ``"module"`` (module docstring)."""
     if costs not in ("analytical", "profile", "none"):
         raise ConfigError(f"from_torch: costs must be 'analytical', 'profile' or 'none', got {costs!r}")
+    if granularity not in GRANULARITIES:
+        raise ConfigError(f"from_torch: granularity must be one of {GRANULARITIES}, got {granularity!r}")
     start = time.perf_counter()
     inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
     targets = [targets] if isinstance(targets, torch.Tensor) else list(targets)
     step = trace_step(model, inputs, targets, loss, learning_rate)
-    graph = step_graph(step, name or type(model).__name__,
-                       [n for n, _ in model.named_parameters()], [n for n, _ in model.named_buffers()])
+    holders = state_holders(model)
+    graph = step_graph(step, name or type(model).__name__, [n for n, _ in model.named_parameters()],
+                       [n for n, _ in model.named_buffers()], holders if granularity == "module" else None)
     if costs == "analytical":
         graph = with_analytical_costs(graph, device)
     elif costs == "profile":
         measured = profile_step(step, profile_steps)
         graph = with_compute_time(graph, [measured.get(n, 0.0) for n in graph.names])
-    return TorchImport(graph, step, time.perf_counter() - start)
+    return TorchImport(graph, step, time.perf_counter() - start, holders)
+
+
+def state_holders(model: torch.nn.Module) -> dict[str, list[str]]:
+    """For each parameter and buffer (by its op name, ``param:<name>`` / ``buffer:<name>``, the
+    name ``named_parameters`` gives it), every module that holds that tensor: more than one
+    where weights are tied."""
+    holders: dict[str, list[str]] = {}
+    for kind, named in (("param", model.named_parameters), ("buffer", model.named_buffers)):
+        first = {id(t): f"{kind}:{n}" for n, t in named()}
+        for n, t in named(remove_duplicate=False):
+            holders.setdefault(first[id(t)], []).append(n.rpartition(".")[0])
+    return holders
 
 
 def trace_step(model: torch.nn.Module, inputs: list[torch.Tensor], targets: list[torch.Tensor],
@@ -108,6 +139,20 @@ def trace_step(model: torch.nn.Module, inputs: list[torch.Tensor], targets: list
     param_names = [n for n, _ in model.named_parameters()]
     buffer_names = [n for n, _ in model.named_buffers()]
     marks: list[tuple[int, int]] = []
+    owners: list[tuple[int, str]] = []   # (node count, the innermost module running from there on)
+    running: list[str] = []
+
+    def enter(module_name):
+        def hook(module, args):
+            running.append(module_name)
+            owners.append((len(get_proxy_mode().tracer.graph.nodes), module_name))
+        return hook
+
+    def leave(module_name):
+        def hook(module, args, output):
+            running.pop()
+            owners.append((len(get_proxy_mode().tracer.graph.nodes), running[-1] if running else ""))
+        return hook
 
     def step(params, buffers, inputs, targets):
         state = {**dict(zip(param_names, params)), **dict(zip(buffer_names, buffers))}
@@ -122,9 +167,16 @@ def trace_step(model: torch.nn.Module, inputs: list[torch.Tensor], targets: list
 
     params = [p.detach().requires_grad_(p.requires_grad) for p in model.parameters()]
     buffers = [b.detach() for b in model.buffers()]
-    with fx_traceback.preserve_node_meta():
-        module = make_fx(step, tracing_mode="fake")(params, buffers, inputs, targets)
+    hooks = [h for n, m in model.named_modules() if n
+             for h in (m.register_forward_pre_hook(enter(n)), m.register_forward_hook(leave(n)))]
+    try:
+        with fx_traceback.preserve_node_meta():
+            module = make_fx(step, tracing_mode="fake")(params, buffers, inputs, targets)
+    finally:
+        for h in hooks:
+            h.remove()
     module.meta["backward_marks"] = marks
+    module.meta["module_owners"] = owners
     return TorchStep(module, params, buffers, inputs, targets)
 
 
@@ -167,8 +219,10 @@ def _written_args(node) -> list:
     return written
 
 
-def step_graph(step: TorchStep, name: str, param_names: list[str], buffer_names: list[str]) -> OpGraph:
-    """Op records and edges of the traced step (see the module docstring)."""
+def step_graph(step: TorchStep, name: str, param_names: list[str], buffer_names: list[str],
+               holders: dict[str, list[str]] | None = None) -> OpGraph:
+    """Op records and edges of the traced step (see the module docstring); with ``holders``
+    (``state_holders``), grouped by module."""
     nodes = list(step.module.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
     roles = ([("parameter", f"param:{p}") for p in param_names] + [("buffer", f"buffer:{b}") for b in buffer_names]
@@ -213,6 +267,8 @@ def step_graph(step: TorchStep, name: str, param_names: list[str], buffer_names:
 
     _colocate(records, nodes, placeholders[:len(param_names) + len(buffer_names)], source)
     _pair_backward(records, nodes, position, step.module.meta["backward_marks"])
+    if holders is not None:
+        _group_by_module(records, nodes, step.module.meta, holders, source)
     return OpGraph.from_records(list(records.values()), [(s, d, b, p) for (s, d, p), b in edges.items()],
                                 name=name)
 
@@ -265,6 +321,59 @@ def _pair_backward(records, nodes, position, marks: list[tuple[int, int]]) -> No
                 records[n]["forward_op"] = records[fwd]["name"]
 
 
+def _group_by_module(records, nodes, meta, holders: dict[str, list[str]], source) -> None:
+    """``granularity="module"`` (module docstring): each op's colocation group and ``layer``
+    from the module that owns it (its forward op's, for a backward op; its state's, for the ops
+    already colocated with a parameter or buffer)."""
+    events = meta["module_owners"]
+    forward_end = meta["backward_marks"][0][0] if meta["backward_marks"] else len(nodes)
+    owner: dict[Any, str] = {}
+    k, current = 0, ""
+    for i, n in enumerate(nodes[:forward_end]):
+        while k < len(events) and events[k][0] <= i:
+            current = events[k][1]
+            k += 1
+        if n in records and n.op == "call_function" and current:
+            owner[n] = current
+    by_name = {r["name"]: n for n, r in records.items()}
+    modules = sorted({m for ms in holders.values() for m in ms} | set(owner.values()))
+    index = {m: i for i, m in enumerate(modules)}
+    pairs = [(ms[0], m) for ms in holders.values() for m in ms[1:]]      # tied tensors
+    for n, m in owner.items():                                          # ops reading another's state
+        for arg in n.all_input_nodes:
+            state = records.get(source(arg)[0], {}).get("name")
+            if state in holders:
+                pairs.append((m, holders[state][0]))
+    links = scipy.sparse.coo_matrix((np.ones(len(pairs)), ([index[a] for a, _ in pairs], [index[b] for _, b in pairs])),
+                                    shape=(len(modules), len(modules)))
+    _, component = scipy.sparse.csgraph.connected_components(links, directed=False)
+    first_in_forward = {}
+    for n in nodes:
+        if n in owner:
+            first_in_forward.setdefault(component[index[owner[n]]], len(first_in_forward))
+    names = {}
+    for m in modules:   # a group is named after its outermost module
+        c = component[index[m]]
+        names[c] = min(names.get(c, m), m, key=lambda x: (x.count("."), x))
+    group_of_module = {m: f"module:{names[component[index[m]]] or '<root>'}" for m in modules}
+    layer_of_group = {group_of_module[m]: first_in_forward.get(component[index[m]]) for m in modules}
+    state_group = {state: group_of_module[ms[0]] for state, ms in holders.items()}
+    for n, record in records.items():
+        group = None
+        if record["name"] in state_group:
+            group = state_group[record["name"]]
+        elif record.get("colocation_group") in state_group:
+            group = state_group[record["colocation_group"]]
+        elif n in owner:
+            group = group_of_module[owner[n]]
+        elif record.get("forward_op") in by_name and by_name[record["forward_op"]] in owner:
+            group = group_of_module[owner[by_name[record["forward_op"]]]]
+        if group is not None:
+            record["colocation_group"] = group
+            if layer_of_group.get(group) is not None:
+                record["layer"] = layer_of_group[group]
+
+
 def profile_step(step: TorchStep, steps: int = 3) -> dict[str, float]:
     """Seconds per op (mean over ``steps`` runs after one warm-up) of the traced step on this
     machine's CPU, read from ``torch.profiler`` ranges named after the ops."""
@@ -294,5 +403,5 @@ class _RangeInterpreter(torch.fx.Interpreter):
             return super().run_node(n)
 
 
-__all__ = ["TorchImport", "TorchStep", "default_loss", "from_torch", "profile_step", "step_graph",
-           "trace_step"]
+__all__ = ["TorchImport", "TorchStep", "default_loss", "from_torch", "profile_step", "state_holders",
+           "step_graph", "trace_step"]
