@@ -99,3 +99,40 @@ def test_an_op_granularity_placement_that_splits_a_module_is_refused():
         torch_device_map(result, placement, CPUS)
     with pytest.raises(PlacementError, match="devices were named"):
         torch_device_map(result, placement, ["cpu"])
+
+
+TF_SCRIPT = """
+import numpy as np, tensorflow as tf
+from rlplace.tf.devices import configure_devices, device_session_config
+devices = configure_devices(2)                      # two logical CPU devices, before TensorFlow starts
+import keras
+from rlplace.cluster import load_preset
+from rlplace.import_.keras import apply_placement, from_keras
+from rlplace.placers import make_placer
+
+def build():
+    return keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+
+imported = from_keras(build, batch_size=8)
+placement = make_placer("round_robin").place(imported.graph, load_preset("local_cpu"))
+model = apply_placement(imported, placement, devices)
+assert all(model.graph.get_operation_by_name(n).device.endswith(devices[d][-5:])
+           for n, d in zip(imported.graph.names, placement.device_of))
+options, metadata = tf.compat.v1.RunOptions(trace_level=3), tf.compat.v1.RunMetadata()
+with tf.compat.v1.Session(graph=model.graph, config=device_session_config(1, 1)) as session:
+    session.run(model.init_op)
+    _, loss = session.run([model.train_op, model.loss], model.feed_dict(0), options=options, run_metadata=metadata)
+ran = {s.device.rsplit("device:", 1)[-1] for s in metadata.step_stats.dev_stats if s.node_stats}
+print("ran on", sorted(ran), "loss", float(loss))
+assert {"CPU:0", "CPU:1"} <= ran and np.isfinite(loss)
+"""
+
+
+def test_a_keras_step_runs_placed_on_two_logical_cpu_devices():
+    pytest.importorskip("tensorflow")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", TF_SCRIPT], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ran on ['CPU:0', 'CPU:1']" in done.stdout

@@ -7,8 +7,8 @@ import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "your_own_model.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
-NEEDS = ["tensorflow", "tensorflow", "torch", "accelerate", None]
-PRINTS = ["OpGraph(", "OpGraph(", "OpGraph(", "'1': 'cpu'", "OpGraph("]   # what each block prints
+NEEDS = ["tensorflow", "tensorflow", "torch", "tensorflow", "accelerate", None]
+PRINTS = ["OpGraph(", "OpGraph(", "OpGraph(", "loss after one placed step", "'1': 'cpu'", "OpGraph("]   # each prints
 
 
 def test_the_doc_has_its_blocks():

@@ -6,20 +6,27 @@ without a formula are in ``rlplace.costs.op_costs(graph).unknown_types``) or pro
 machine (``rlplace.tf.profile``). A model given as a source (``"package.module:function"`` or a
 ``.keras`` file) comes back with ``source``, the spec ``backend=tf`` rebuilds it from
 (``TFBackend(model=source)``, or ``backend.options.model`` in a config).
+
+``apply_placement`` pins the imported step's ops to a placement's devices, as the measuring
+worker does, so the placed step runs in a ``tf.compat.v1.Session``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from rlplace.costs import with_analytical_costs
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
+from rlplace.placement import Placement
 from rlplace.tf.builder import ModelBuilder, TFModel
 from rlplace.tf.extract import extract
 from rlplace.tf.keras_model import keras_training_step, loss_training_step
+from rlplace.tf.measure import apply_placement as _pin
 from rlplace.tf.sources import build_model, is_source
 
 
@@ -62,6 +69,26 @@ def from_loss(build_loss: Callable[[ModelBuilder], Any], batch_size: int = 1, le
     tf_model = loss_training_step(build_loss, batch_size, learning_rate, name)
     return KerasImport(tf_model, _graph(tf_model, name, costs, device, profile_options), None,
                        time.perf_counter() - start)
+
+
+def apply_placement(imported: KerasImport, placement: Placement, devices: Sequence[str] | None = None) -> TFModel:
+    """Pin every op of ``imported``'s training step to its device in ``placement``
+    (``tf.Operation._set_device``, as ``rlplace.tf.measure`` does before measuring; ops TensorFlow
+    adds outside the step follow their colocation group or stay free). ``devices[k]`` is the
+    TensorFlow name of the cluster's device k (default ``/device:GPU:k``; several logical CPU
+    devices: ``rlplace.tf.devices.configure_devices``, at the start of a process). Returns
+    ``imported.model``: run its ``train_op`` in ``tf.compat.v1.Session(graph=model.graph)``."""
+    device_of = np.asarray(placement.device_of)
+    graph = imported.graph
+    if device_of.shape != (graph.num_ops,):
+        raise ConfigError(f"apply_placement: the placement has {device_of.size} devices for the "
+                          f"{graph.num_ops} ops of {graph.name!r}")
+    names = [f"/device:GPU:{k}" for k in range(int(device_of.max(initial=0)) + 1)] if devices is None else list(devices)
+    if device_of.size and int(device_of.max()) >= len(names):
+        raise ConfigError(f"apply_placement: the placement uses device {int(device_of.max())} but "
+                          f"{len(names)} devices were named")
+    _pin(imported.model, dict(zip(graph.names, device_of.tolist())), names)
+    return imported.model
 
 
 def _graph(tf_model: TFModel, name: str | None, costs: str, device: Any, profile_options: dict) -> OpGraph:
