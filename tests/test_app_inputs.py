@@ -216,3 +216,11 @@ def test_a_run_directory_that_cannot_be_made_is_one_line(run, tmp_path, where):
     proc = run("compare", "graph.num_ops=20", "placers=[single]", f"hydra.run.dir={path}")
     assert_one_line_exit_2(proc, "rlplace-compare", ["cannot make the run directory", str(path), "hydra.run.dir"])
     assert blocker.read_text() == "not a directory"
+
+
+def test_a_run_where_nothing_fits_says_so(run, tmp_path):
+    proc = run("compare", "graph.num_ops=30", "placers=[single,m_etf]", "cluster.memory_bytes=1000", "plots=false",
+               f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "nothing fits: every placement runs out of memory on baechi_2080" in out and "best: " not in out

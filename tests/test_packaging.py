@@ -76,3 +76,17 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel_env):
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads((run_dir / "results.json").read_text())
     assert {r["placer"] for r in results} == {"single", "m_etf", "learned"}  # the weights ship in the wheel
+
+
+def test_the_top_level_api_loads_its_heavy_parts_on_first_use():
+    code = ("import sys, rlplace\n"
+            "assert 'torch' not in sys.modules and 'rlplace.placers' not in sys.modules\n"
+            "from rlplace import from_torch, load_preset, make_placer, simulate, torch_device_map\n"
+            "assert 'torch' in sys.modules and callable(from_torch) and callable(torch_device_map)\n"
+            "graph = rlplace.OpGraph.from_records([{'name': 'a', 'compute_time': 1e-3, 'persistent_bytes': 0, "
+            "'temporary_bytes': 0, 'output_bytes': [8]}], [])\n"
+            "cluster = load_preset('baechi_2080')\n"
+            "print(simulate(graph, cluster, make_placer('single').place(graph, cluster)).step_time)\n"
+            "try:\n    rlplace.no_such_name\nexcept AttributeError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.splitlines() == ["0.001", "module 'rlplace' has no attribute 'no_such_name'"]

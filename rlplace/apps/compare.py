@@ -117,7 +117,11 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
         if any("curve" in r for r in placed):
             plot_curves(placed, bounds["communication_bound"], out_dir / "curves.png",
                         title=f"{graph.name}: best step time against placements evaluated")
-    log.info(f"best: {best['placer']}; results in {out_dir}")
+    if best["oom"]:
+        log.warning(f"nothing fits: every placement runs out of memory on {cluster.name or 'this cluster'}; "
+                    f"best_placement.json is {best['placer']}'s, the fastest of them; results in {out_dir}")
+    else:
+        log.info(f"best: {best['placer']}; results in {out_dir}")
     return records
 
 
