@@ -54,3 +54,24 @@ def test_bad_input_exits_2_with_one_line(rlplace_cli, tmp_path, args, needle):
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_on_a_measuring_backend_the_default_list_leaves_the_searches_out():
+    from hydra import compose, initialize_config_module
+
+    import rlplace.apps  # noqa: F401  (registers the schemas)
+    from rlplace.apps.compare import defaults_that_finish, placer_names
+    from rlplace.backends import make_backend
+
+    class Measuring:
+        simulated = False
+
+    with initialize_config_module("rlplace.conf", version_base=None):
+        default = compose("compare", overrides=["backend=tf"])
+        named = compose("compare", overrides=["backend=tf", "placers=[m_etf,local_search]"])
+        verified = compose("compare", overrides=["backend=tf", "verify_top_k=3"])
+    names = placer_names(default.placers)
+    assert "local_search" in names and "local_search" not in defaults_that_finish(names, default, Measuring())
+    assert defaults_that_finish(names, default, make_backend("sim")) == names
+    assert defaults_that_finish(["m_etf", "local_search"], named, Measuring()) == ["m_etf", "local_search"]
+    assert defaults_that_finish(names, verified, Measuring()) == names

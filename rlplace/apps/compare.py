@@ -36,6 +36,7 @@ from tqdm import tqdm
 
 from rlplace.apps.beside import beside_placers
 from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors, verifying
+from rlplace.apps.schema import COMPARE_PLACERS
 from rlplace.backends import make_backend
 from rlplace.bounds import communication_bound
 from rlplace.cluster import Cluster
@@ -43,6 +44,7 @@ from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.options import check_ranges
 from rlplace.placers import available_placers, make_placer
+from rlplace.placers.search import SEARCH_PLACERS
 from rlplace.presets import instantiate_node
 from rlplace.report import format_table, plot_curves, plot_memory, plot_schedule
 from rlplace.sim import lower_bound, simulate
@@ -59,6 +61,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
     if not isinstance(graph, OpGraph) or not isinstance(cluster, Cluster):
         raise ConfigError("graph must build an OpGraph and cluster a Cluster (check their _target_)")
     backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options, resolve=True))
+    names = defaults_that_finish(names, cfg, backend)
     stats = graph.stats(cluster.comm)
     log.info(f"graph {graph.name}: {stats.num_ops} ops, {stats.num_edges} edges, compute "
              f"{stats.total_compute * 1e3:.3f} ms, critical path {stats.critical_path * 1e3:.3f} ms, "
@@ -123,6 +126,19 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
     else:
         log.info(f"best: {best['placer']}; results in {out_dir}")
     return records
+
+
+def defaults_that_finish(names: list[str], cfg: DictConfig, backend) -> list[str]:
+    """The default placer list without the search placers when the backend measures each placement
+    and nothing verifies on the simulator (``verify_top_k``): their 2,000 evaluations would be
+    2,000 real training steps (an hour and more on TensorFlow). Named in ``placers=``, they run."""
+    if backend.simulated or cfg.get("verify_top_k") is not None or names != COMPARE_PLACERS:
+        return names
+    searches = [n for n in names if n in SEARCH_PLACERS]
+    log.warning(f"{', '.join(searches)} left out of the default placers: on backend={cfg.backend.name} each of "
+                "its evaluations is a measured step; name it in placers= to run it, or set verify_top_k=K to "
+                "search on the simulator and measure its K best")
+    return [n for n in names if n not in SEARCH_PLACERS]
 
 
 def best_step_time(records: list[dict]) -> float:

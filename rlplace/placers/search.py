@@ -53,6 +53,7 @@ from rlplace.verify import VerifyingBackend
 
 # The algorithmic placers ``start="best"`` chooses from.
 HEURISTICS = ("single", "expert", "metis", "heft", "m_topo", "m_etf", "m_sct", "order_place", "celeritas")
+SEARCH_PLACERS = ("local_search", "annealing")   # registered below; they evaluate candidates on a backend
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -304,7 +305,7 @@ def algorithmic_references(graph: OpGraph, cluster: Cluster, evaluations: int = 
     records = [{"placer": name, "step_time": float(s), "oom": bool(o > 0)} for name, s, o in zip(names, step, overflow)]
     j = int(np.lexsort((step, overflow))[0])
     start_score = (float(overflow[j]), float(step[j]))
-    for name in ("local_search", "annealing"):
+    for name in SEARCH_PLACERS:
         search = make_placer(name, seed=seed, evaluations=max(evaluations, len(names)), progress=False).search(
             graph, cluster, placements[j], names[j], start_score, spent=len(names))
         records.append({"placer": f"{name} from {names[j]} ({search.evaluations} evaluations)",
