@@ -150,21 +150,40 @@ def test_rlplace_train_end_to_end(rlplace_cli, tmp_path):
 
 
 def logged_by(logger: str, run_dir) -> bytes:
-    """The bytes the logger itself wrote: TensorBoard's event file, wandb's offline run record."""
+    """The bytes the logger itself wrote: TensorBoard's event files (the metrics', the hparams'),
+    wandb's offline run record."""
     pattern = {"tensorboard": "tensorboard/events.out.tfevents.*", "wandb": "wandb/offline-run-*/run-*.wandb"}[logger]
     files = sorted(run_dir.glob(pattern))
-    assert len(files) == 1, (logger, [str(p.relative_to(run_dir)) for p in run_dir.rglob("*")])
-    return files[0].read_bytes()
+    assert files and (logger == "tensorboard" or len(files) == 1), [str(p.relative_to(run_dir)) for p in files]
+    return b"".join(f.read_bytes() for f in files)
 
 
 @pytest.mark.parametrize("logger", ["tensorboard", "wandb"])
 def test_rlplace_train_logs_to_its_logger_and_to_metrics_csv(rlplace_cli, tmp_path, logger):
+    """Metrics at every update; at the end the training curve as an image, the final numbers and
+    the reference lines (heuristics, searches, lower bound), and (wandb) the checkpoint and best
+    placement as an artifact: read back from what the logger wrote."""
     run = subprocess.run([*rlplace_cli("train"), *TINY_CLI, f"logger={logger}", f"hydra.run.dir={tmp_path}"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     rows = list(csv.DictReader((tmp_path / "metrics.csv").open()))
     assert [int(r["step"]) for r in rows] == [4, 8, 12]  # 3 updates of 4 samples
-    assert b"best_step_time" in logged_by(logger, tmp_path)
+    written = logged_by(logger, tmp_path)
+    assert b"best_step_time" in written
+    if logger == "tensorboard":
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0, "tensors": 0})
+        events.Reload()
+        assert "figures/training_curve" in events.Tags()["images"]
+        assert "summary/text_summary" in events.Tags()["tensors"]
+        assert b"final/reference/m_etf" in written and b"final/lower_bound" in written
+    else:
+        files = next(tmp_path.glob("wandb/offline-run-*/files"))
+        assert list(files.glob("media/images/figures/training_curve_*.png"))
+        # an offline run keeps its summary and artifacts in its record (wandb sync uploads it)
+        for key in (b"reference/m_etf", b"lower_bound", b"best_placement.json", b"checkpoint.pt"):
+            assert key in written, key
 
 
 def test_rlplace_train_mars_end_to_end(rlplace_cli, tmp_path):

@@ -1,13 +1,22 @@
 """Where training metrics go: ``logger=csv`` (metrics.csv), ``tensorboard`` or ``wandb``
 (offline unless ``logger.options.mode=online``). Every run writes metrics.csv; the other two
-log there as well. Each has ``log(metrics, step)`` and ``close()``; ``start_step`` > 0 means a
-resumed run, whose earlier rows are kept and whose rows after ``start_step`` (logged by the
-killed run after its last checkpoint) are dropped."""
+log there as well. Each has ``log(metrics, step)``, ``finish(results)`` and ``close()``;
+``start_step`` > 0 means a resumed run, whose earlier rows are kept and whose rows after
+``start_step`` (logged by the killed run after its last checkpoint) are dropped.
+
+``finish`` hands over what the run ended with (``RunResults``): its summary's numbers and the
+reference lines (the heuristics', the searches' and the lower bound, in seconds), its figures
+and its files. TensorBoard gets the figures as images, the numbers as hparams metrics and the
+summary as text; wandb gets the figures as images, the numbers in the run's summary, and the
+checkpoint and best placements as a ``model`` artifact."""
 
 from __future__ import annotations
 
 import csv
+import json
+import math
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,10 +24,35 @@ from rlplace.errors import ConfigError
 from rlplace.options import checked
 
 
+@dataclass
+class RunResults:
+    """What a finished run hands its logger: ``numbers`` (name -> a finite number: the summary's
+    and the references'), ``summary`` (results.json), ``figures`` (PNG files) and ``files`` (the
+    checkpoint, placements)."""
+
+    numbers: dict[str, float]
+    summary: dict[str, Any]
+    figures: list[Path] = field(default_factory=list)
+    files: dict[str, Path] = field(default_factory=dict)   # by their path in the run directory
+
+
 class Logger(Protocol):
     def log(self, metrics: dict[str, float], step: int) -> None: ...
 
+    def finish(self, results: RunResults) -> None: ...
+
     def close(self) -> None: ...
+
+
+def finite_numbers(values: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """The finite numbers of ``values`` (nested dicts flattened to ``a/b`` names)."""
+    out: dict[str, float] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out |= finite_numbers(value, f"{prefix}{key}/")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out[f"{prefix}{key}"] = float(value)
+    return out
 
 
 class CsvLogger:
@@ -46,6 +80,9 @@ class CsvLogger:
         self._writer.writerow({k: row.get(k, "") for k in self.fields})
         self._file.flush()
 
+    def finish(self, results: RunResults) -> None:
+        """Nothing: results.json and the figures are in the run directory already."""
+
     def close(self) -> None:
         self._file.close()
 
@@ -61,6 +98,16 @@ class TensorBoardLogger:
     def log(self, metrics: dict[str, float], step: int) -> None:
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, step)
+
+    def finish(self, results: RunResults) -> None:
+        import matplotlib.image
+
+        for figure in results.figures:
+            self.writer.add_image(f"figures/{figure.stem}", matplotlib.image.imread(figure)[..., :3], dataformats="HWC")
+        self.writer.add_text("summary", f"```\n{json.dumps(results.summary, indent=1, default=str)}\n```")
+        self.writer.add_hparams({"run": self.writer.log_dir}, {f"final/{k}": v for k, v in results.numbers.items()},
+                                run_name=".")
+        self.writer.flush()
 
     def close(self) -> None:
         self.writer.close()
@@ -82,6 +129,18 @@ class WandbLogger:
     def log(self, metrics: dict[str, float], step: int) -> None:
         self.run.log(metrics, step=step)
 
+    def finish(self, results: RunResults) -> None:
+        import wandb
+
+        if results.figures:
+            self.run.log({f"figures/{f.stem}": wandb.Image(str(f)) for f in results.figures})
+        self.run.summary.update(results.numbers)
+        if results.files:
+            artifact = wandb.Artifact(f"run-{self.run.id}", type="model")
+            for name, path in results.files.items():
+                artifact.add_file(str(path), name=name)
+            self.run.log_artifact(artifact)
+
     def close(self) -> None:
         self.run.finish()
 
@@ -95,6 +154,10 @@ class Tee:
     def log(self, metrics: dict[str, float], step: int) -> None:
         for logger in self.loggers:
             logger.log(metrics, step)
+
+    def finish(self, results: RunResults) -> None:
+        for logger in self.loggers:
+            logger.finish(results)
 
     def close(self) -> None:
         for logger in self.loggers:

@@ -72,7 +72,7 @@ from rlplace.learn.checkpoint import (Checkpoint, check_fits, check_moments, num
 from rlplace.learn.configs import AGENTS, ORDERS, TrainConfig
 from rlplace.learn.device import device_name, resolve_device
 from rlplace.learn.env import PlacementEnv
-from rlplace.learn.loggers import Logger
+from rlplace.learn.loggers import Logger, RunResults, finite_numbers
 from rlplace.learn.policies import make_policy
 from rlplace.learn.warmstart import behaviour_clone_jointly, heuristic_start, seed_with_first_sample
 from rlplace.placement import Placement
@@ -269,7 +269,10 @@ class _Run:
                 for evaluator in evaluators:
                     evaluator.close()
             self._save()
-            return self._finish()
+            summary = self._finish()
+            if logger is not None:
+                logger.finish(self._results(summary))
+            return summary
 
     # ------------------------------------------------------------------------------ start
     def _start(self) -> None:
@@ -338,6 +341,21 @@ class _Run:
             summary["evaluation_retries"] = backend.retries
         (self.out_dir / "results.json").write_text(json.dumps(summary, indent=1, default=float))
         return summary
+
+    def _results(self, summary: dict[str, Any]) -> RunResults:
+        """What the logger gets at the end: the summary's numbers and every graph's reference
+        lines (``reference/<placer>``, ``lower_bound``), the figures and the files."""
+        numbers = finite_numbers(summary)
+        for i, problem in enumerate(self.problems):
+            prefix = f"{problem.graph.name}/" if len(self.problems) > 1 else ""
+            numbers[f"{prefix}lower_bound"] = lower_bound(problem.graph, problem.cluster)
+            for line in self._of(i).references:
+                if math.isfinite(line["step_time"]) and not line.get("oom"):
+                    numbers[f"{prefix}reference/{line['placer']}"] = line["step_time"]
+        files = {str(p.relative_to(self.out_dir)): p for pattern in (CHECKPOINT, "**/best_placement.json",
+                                                                      f"**/{FIRST_PLACEMENT}")
+                 for p in sorted(self.out_dir.glob(pattern))}
+        return RunResults(numbers, summary, sorted(self.out_dir.glob("**/training_curve.png")), files)
 
     def _finish_graph(self, i: int, out_dir: Path) -> dict[str, Any]:
         """The policy's most likely (greedy) placement of graph i is evaluated and competes with
