@@ -277,6 +277,20 @@ def _union_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return connected_components(adj, directed=False)[1].astype(np.int64)
 
 
+def linked_names(pairs: list[tuple[str, str]]) -> dict[str, int]:
+    """The component of every name in ``pairs``, names linked by a pair (transitively) sharing
+    one: SciPy's connected components, for colocation references by name."""
+    if not pairs:
+        return {}
+    index: dict[str, int] = {}
+    for a, b in pairs:
+        index.setdefault(a, len(index))
+        index.setdefault(b, len(index))
+    labels = _union_labels(len(index), np.array([index[a] for a, _ in pairs], dtype=np.int64),
+                           np.array([index[b] for _, b in pairs], dtype=np.int64))
+    return {name: int(labels[i]) for name, i in index.items()}
+
+
 COPLACEMENT_RULES = ("paper", "cost")
 
 

@@ -85,6 +85,8 @@ BAD_VALUES = [
     ("compare", ["cluster=3"], ["cluster=3", "config group", "mars_p100"]),
     ("compare", ["placers=[m_sct]", "+placer_options={m_sct:3}"], ["placer_options.m_sct", "options by name", "got 3"]),
     ("train", ["agent=2"], ["agent=2", "config group", "hierarchical, learned, mars"]),
+    ("compare", ["placers=[single"], ["cannot read the override 'placers=[single'", "balanced"]),
+    ("compare", ["gräph.num_ops=3"], ["cannot read the override 'gräph.num_ops=3'", "ASCII"]),
     ("train", ["budget=2"], ["budget: a group of keys (budget.placements, budget.seconds)", "budget.placements=2"]),
     ("train", ["warm_start=3"], ["warm_start: a group of keys (warm_start.placer,", "in all", "warm_start.placer=..."]),
 ]

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
@@ -114,6 +114,8 @@ def composition_error(exc: BaseException) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if text.startswith(GROUP_VALUE):
         return group_given_a_value(sys.argv[1:]) or text
+    if isinstance(exc, OverrideParseException):
+        return unreadable_override(sys.argv[1:]) or "; ".join(lines)
     missing = re.search(r"Could not find '(.+)/([^/']+)'", text)
     if isinstance(exc, MissingConfigException) and missing:
         group, option = missing.groups()
@@ -150,6 +152,22 @@ def node_given_one_value(key: str, node: DictConfig, value) -> str:
     shown = ", ".join(keys[:4]) + (f", ... {len(keys)} in all; --help lists them" if len(keys) > 4 else "")
     meant = f"{keys[0]}={value}" if type(node.get(names[0])) is type(value) else f"{keys[0]}=..."
     return f"{key}: a group of keys ({shown}), not one value: give one of them, e.g. {meant}"
+
+
+def unreadable_override(argv: Sequence[str]) -> str | None:
+    """The first argument of ``argv`` Hydra's override grammar cannot read, as one line with
+    what the grammar said (None if each reads alone)."""
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-"):
+            continue
+        try:
+            parser.parse_overrides([arg])
+        except HydraException as exc:
+            said = str(exc).strip().splitlines()[0].split("; See https")[0]
+            return (f"cannot read the override {arg!r}: {said} (key=value, a dotted key of ASCII letters, "
+                    "digits and _; lists in balanced [ ]; quote a value with spaces, brackets or commas)")
+    return None
 
 
 def group_given_a_value(argv: Sequence[str]) -> str | None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from rlplace.coarsen import linked_names
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.tf.builder import TFModel
 
@@ -94,45 +95,30 @@ def forward_op_name(name: str, known: set[str]) -> str | None:
     return None
 
 
-class _UnionFind:
-    def __init__(self):
-        self.parent: dict[str, str] = {}
-
-    def find(self, x: str) -> str:
-        root = x
-        while self.parent.get(root, root) != root:
-            root = self.parent[root]
-        while x != root:
-            self.parent[x], x = root, self.parent[x]
-        return root
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
 def colocation_groups(ops: list[tf.Operation]) -> dict[str, str]:
-    """op name -> colocation group name, for ops that share a group with another step op."""
-    uf = _UnionFind()
+    """op name -> colocation group name, for ops that share a group with another step op: ops
+    linked by a colocation reference or by reading a variable's resource or ref; a group is
+    named after its smallest reference target (else its smallest op)."""
+    pairs: list[tuple[str, str]] = []
     targets: set[str] = set()
     for op in ops:
         for loc in op.colocation_groups():
             target = loc.decode().removeprefix("loc:@")
             if target != op.name:
                 targets.add(target)
-                uf.union(op.name, target)
+                pairs.append((op.name, target))
         for inp in op.inputs:
             if inp.dtype.base_dtype == tf.resource or inp.dtype._is_ref_dtype:
-                uf.union(op.name, inp.op.name)
-    members: dict[str, list[str]] = {}
+                pairs.append((op.name, inp.op.name))
+    component = linked_names(pairs)
+    members: dict[int, list[str]] = {}
     for op in ops:
-        members.setdefault(uf.find(op.name), []).append(op.name)
-    label: dict[str, str] = {}
-    for target in sorted(targets, reverse=True):  # the smallest target names its group
-        label[uf.find(target)] = target
-    return {name: label.get(root, min(names))
-            for root, names in members.items() if len(names) > 1 for name in names}
+        if op.name in component:
+            members.setdefault(component[op.name], []).append(op.name)
+    label: dict[int, str] = {}
+    for target in targets:
+        label[component[target]] = min(label.get(component[target], target), target)
+    return {name: label.get(c, min(names)) for c, names in members.items() if len(names) > 1 for name in names}
 
 
 def op_records(model: TFModel, compute_time: float = 0.0) -> tuple[list[dict[str, Any]], list[tuple]]:

@@ -24,8 +24,9 @@ import pickle
 from collections import namedtuple
 from pathlib import Path
 
-from rlplace.errors import GraphError
+from rlplace.coarsen import linked_names
 from rlplace.datafile import read_bounded
+from rlplace.errors import GraphError
 from rlplace.graph import CONTROL, DEFAULT_MAX_FILE_BYTES, OpGraph
 
 Cost = namedtuple("Cost", "compute_cost output_memory temporary_memory persistent_memory")
@@ -137,24 +138,12 @@ def _profile_graph(path: Path, nodes: list, costs: dict, name: str) -> OpGraph:
             edges[(src, port, node.name)] = None
             max_port[src] = max(max_port.get(src, -1), port)
 
-    parent: dict[str, str] = {}  # union-find over colocation references
-
-    def find(x: str) -> str:
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
-    targets = set()
-    for node in nodes:
-        if "_class" in node.attr:
-            for loc in node.attr["_class"].list.s:
-                target = loc.decode().removeprefix("loc:@")
-                targets.add(target)
-                a, b = find(node.name), find(target)
-                parent[a] = parent[b] = b
-    group_name: dict[str, str] = {}
-    for target in sorted(targets, reverse=True):
-        group_name[find(target)] = target
+    pairs = [(node.name, loc.decode().removeprefix("loc:@"))   # colocation references
+             for node in nodes if "_class" in node.attr for loc in node.attr["_class"].list.s]
+    component = linked_names(pairs)
+    group_name: dict[int, str] = {}   # a group is named after its smallest target
+    for _, target in pairs:
+        group_name[component[target]] = min(group_name.get(component[target], target), target)
 
     ops = []
     for node in nodes:
@@ -184,8 +173,8 @@ def _profile_graph(path: Path, nodes: list, costs: dict, name: str) -> OpGraph:
             out[k] = b - min(b, held)
             held -= min(b, held)
         rec["output_bytes"] = out
-        if node.name in parent:
-            rec["colocation_group"] = group_name[find(node.name)]
+        if node.name in component:
+            rec["colocation_group"] = group_name[component[node.name]]
         ops.append(rec)
 
     size = {op["name"]: op.pop("edge_bytes") for op in ops}
