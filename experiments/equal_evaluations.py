@@ -400,26 +400,43 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
 
 
 def plot(summary: dict[str, Any], plan: Plan, path: Path, seed: int = 0) -> None:
-    """One panel per graph with runs (``rlplace.report.draw_curves``): for ``seed``, each learned run and
-    the local search beside it at its largest budget, the heuristics as lines, the lower bound."""
-    from rlplace.report import draw_curves
+    """One panel per graph and start: for ``seed``, the best step time so far of each of the
+    library's agents (``AGENTS``, one colour each) and of the local search beside it (same colour,
+    dashed) at its largest budget; the best heuristic and the lower bound as lines."""
+    from rlplace.report import curve_xy
 
+    colours = dict(zip(AGENTS, ("tab:blue", "tab:orange", "tab:green")))
     keys = [k for k in plan.graphs if any(c.startswith(f"{k}/") and str(seed) in v for c, v in summary["cells"].items())]
-    fig, axes = plt.subplots(len(keys), 1, figsize=(10, 4.2 * len(keys)), squeeze=False, layout="constrained")
-    for ax, key in zip(axes[:, 0], keys):
-        g, records = summary["graphs"][key], []
-        for agent in plan.agents:
-            for start in plan.starts:
+    starts = list(plan.starts)
+    fig, axes = plt.subplots(len(keys), len(starts), figsize=(6 * len(starts), 3.4 * len(keys)), squeeze=False,
+                             layout="constrained")
+    for row, key in enumerate(keys):
+        g = summary["graphs"][key]
+        best = g["best_heuristic"]
+        for col, start in enumerate(starts):
+            ax, tops = axes[row, col], []
+            for agent in AGENTS:
                 r = summary["cells"].get(cell_key(key, agent, start), {}).get(str(seed))
-                if r:
-                    top = max(r["budgets"], key=int)
-                    records += [{"placer": f"{agent} {start}", "curve": r["curve"]},
-                                {"placer": f"local search beside {agent} {start}",
-                                 "curve": r["budgets"][top]["search_curve"]}]
-        records += [{"placer": k, **v} for k, v in g["heuristics"].items()]
-        draw_curves(ax, records, g["lower_bound"])
-        ax.set_title(f"{key} ({g['ops']} ops), seed {seed}", fontsize=9)
-    fig.savefig(path, dpi=100)
+                if not r:
+                    continue
+                top = max(r["budgets"], key=int)
+                for curve, style, label in ((r["curve"], "-", agent), (r["budgets"][top]["search_curve"], "--",
+                                                                        f"local search beside {agent}")):
+                    x, y = curve_xy(curve)
+                    ax.step(x, y * 1e3, style, where="post", color=colours[agent], label=label)
+                    tops.append(float(y[0]) * 1e3)
+            ax.axhline(g["heuristics"][best]["step_time"] * 1e3, color="grey", ls=":",
+                       label=f"best heuristic ({best})")
+            ax.axhline(g["lower_bound"] * 1e3, color="black", ls=(0, (1, 3)), label="lower bound")
+            ax.set_xscale("log")
+            if tops:   # from the lower bound to a little above the slowest start
+                ax.set_ylim(0.97 * g["lower_bound"] * 1e3, 1.1 * max(tops))
+            ax.set_title(f"{key} ({g['ops']} ops), {start} start, seed {seed}", fontsize=10)
+            ax.set_xlabel("placements evaluated")
+            ax.set_ylabel("best step time (ms)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="upper right")
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
