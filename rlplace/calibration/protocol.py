@@ -26,14 +26,13 @@ from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr
-from tqdm import tqdm
-
 from rlplace.backends import Backend
 from rlplace.calibration.design import Design
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
+from rlplace.progress import progress_bar
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ def measure(backend: Backend, graph: OpGraph, cluster: Cluster, plan: Design, ro
     oom = np.zeros(k, dtype=bool)
     transfers = np.zeros(k, dtype=np.int64)
     clear = getattr(backend, "clear_cache", lambda: None)  # a cached answer is no new measurement
-    with tqdm(total=warmup + rounds * k, desc="measuring", unit="step", leave=False, disable=not progress) as bar:
+    with progress_bar(total=warmup + rounds * k, desc="measuring", unit="step", leave=False, show=progress) as bar:
         for w in range(warmup):
             backend.evaluate(graph, cluster, Placement(plan.rows[w % k]))
             clear()

@@ -40,12 +40,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
-
 from rlplace.errors import ArgumentParser, CheckpointError, ConfigError, run_script
 from rlplace.learn.family import Instance, training_family
 from rlplace.placers.learned import LAYERS, NUM_FEATURES, ListSchedule, check_weights
 from rlplace.placers.search import HEURISTICS, best_of, evaluate_rows
+from rlplace.progress import progress_bar
 
 MAX_DEVICES = 8  # of the training family; a decision's rows are padded to it
 
@@ -193,12 +192,12 @@ class Trainer:
         c, state = self.config, self.state
         if state["best"] is None:
             state["best"] = [best_of(x.graph, x.cluster, HEURISTICS, seed=c.seed)[3] for x in
-                             tqdm(self.family, desc="best heuristic per training graph", disable=not self.progress or None)]
+                             progress_bar(self.family, desc="best heuristic per training graph", show=self.progress)]
             single = [np.zeros((1, x.graph.num_ops), dtype=np.int64) for x in self.family]
             state["single"] = [float(step[0]) if over[0] == 0 else float("inf") for over, step in
                                (evaluate_rows(x.graph, x.cluster, s) for x, s in zip(self.family, single))]
-        bar = tqdm(total=c.clone_rounds + c.generations, initial=state["clone_round"] + state["generation"],
-                   desc="training learned", disable=not self.progress or None)
+        bar = progress_bar(total=c.clone_rounds + c.generations, initial=state["clone_round"] + state["generation"],
+                           desc="training learned", show=self.progress)
         while state["clone_round"] < c.clone_rounds:
             self._clone_round()
             self._record("clone")

@@ -58,8 +58,6 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 import torch
-from tqdm import tqdm
-
 import rlplace.learn.env  # noqa: F401  (registers rlplace/Placement-v0)
 from rlplace.backends import Backend
 from rlplace.cluster import Cluster
@@ -77,6 +75,7 @@ from rlplace.learn.policies import make_policy
 from rlplace.learn.warmstart import behaviour_clone_jointly, heuristic_start, seed_with_first_sample
 from rlplace.placement import Placement
 from rlplace.placers.search import algorithmic_references
+from rlplace.progress import progress_bar
 from rlplace.report import plot_training_curve
 from rlplace.sim import lower_bound
 from rlplace.verify import VerifyingBackend
@@ -241,8 +240,8 @@ class _Run:
                                      **self.env_options}, config.samples, config.seed) for p in self.problems]
             many = len(self.problems) > 1
             what = f"a family of {len(self.problems)}" if many else self.problems[0].graph.name
-            bar = tqdm(total=config.budget_placements, initial=self.progress.evaluated, unit="placement",
-                       disable=not config.progress, desc=f"{config.agent} on {what}")
+            bar = progress_bar(total=config.budget_placements, initial=self.progress.evaluated, unit="placement",
+                               show=config.progress, desc=f"{config.agent} on {what}")
             start, this_run = time.perf_counter() - self.progress.elapsed, 0
             try:
                 while not budget_spent(config, self.progress):  # the family's totals

@@ -40,14 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from tqdm import tqdm
-
 from rlplace.cluster import Cluster
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import available_placers, make_placer, register
+from rlplace.progress import progress_bar
 from rlplace.sim import simulate_many
 from rlplace.verify import VerifyingBackend
 
@@ -157,7 +156,7 @@ class SearchPlacer:
     batch: int = 4                 # candidates evaluated per round
     run_fraction: float = 0.05     # a run moves up to this fraction of the units
     backend: Any = None            # a Backend; None: the simulator (simulate_many)
-    progress: bool | None = None   # tqdm bar; None: on when stderr is a terminal
+    progress: bool | None = None   # a bar (in a log, a line every few seconds: rlplace.progress); False: none
     result: SearchResult | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
@@ -221,8 +220,8 @@ class SearchPlacer:
         start_score = score
         best, best_score = current, score
         curve, accepted, last_gain = [score[1]] * spent, 0, spent
-        bar = tqdm(total=self.evaluations, initial=spent, unit="placement", leave=False,
-                   disable=None if self.progress is None else not self.progress, desc=f"{type(self).__name__} on {graph.name}")
+        bar = progress_bar(total=self.evaluations, initial=spent, unit="placement", leave=False,
+                           show=self.progress is not False, desc=f"{type(self).__name__} on {graph.name}")
         while cluster.num_devices > 1 and (left := self._left(len(curve), clock)) > 0:
             candidates = np.stack([moves.propose(current, rng) for _ in range(min(self.batch, left))])
             overflow, step = evaluate_rows(graph, cluster, moves.expand(candidates), self.backend)

@@ -16,8 +16,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
 from rlplace.apps.beside import MAX_SECONDS  # noqa: E402
 from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.costs import with_analytical_costs  # noqa: E402
@@ -25,6 +23,7 @@ from rlplace.errors import ConfigError  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.presets import load_preset  # noqa: E402
+from rlplace.progress import progress_bar  # noqa: E402
 from rlplace.sim import simulate  # noqa: E402
 from rlplace.zoo import cache_dir, zoo_graph  # noqa: E402,F401  (the tables' and experiments' import)
 from rlplace.zoo import layered, linear_regression  # noqa: E402
@@ -45,9 +44,9 @@ OPTIMIZER_ON = {name: {key: True for key in options} for name, options in OPTIMI
 
 
 def progress(items: Iterable[T], desc: str, unit: str) -> Iterable[T]:
-    """A tqdm bar on stderr over one table row (or the table's graphs); off when stderr is not a
-    terminal, like the search placers' bars; gone when the row is done."""
-    return tqdm(items, desc=desc, unit=unit, leave=False, disable=None)
+    """A bar on stderr over one table row (or the table's graphs), gone when the row is done; in a
+    log, a line every few seconds (``rlplace.progress``)."""
+    return progress_bar(items, desc=desc, unit=unit, leave=False)
 
 
 @dataclass
