@@ -15,7 +15,23 @@ from typing import Sequence
 import numpy as np
 
 from rlplace.errors import PlacementError
+from rlplace.graph import OpGraph
 from rlplace.placement import Placement
+
+
+def placed_devices(graph: OpGraph, placement: Placement, devices: Sequence[str] | None,
+                   default: str) -> tuple[np.ndarray, list[str]]:
+    """``placement``'s device per op of ``graph`` and the name of each device it uses:
+    ``devices``, or ``default.format(k)`` for device k; a placement of another graph, or one that
+    uses a device not named, is a PlacementError."""
+    device_of = np.asarray(placement.device_of)
+    if device_of.shape != (graph.num_ops,):
+        raise PlacementError(f"placement has shape {device_of.shape} but graph {graph.name!r} has {graph.num_ops} ops")
+    used = int(device_of.max(initial=0)) + 1
+    names = [default.format(k) for k in range(used)] if devices is None else list(devices)
+    if device_of.size and used > len(names):
+        raise PlacementError(f"the placement uses device {used - 1} but {len(names)} devices were named")
+    return device_of, names
 
 
 def torch_device_map(imported, placement: Placement, devices: Sequence[str] | None = None) -> dict[str, str]:
@@ -25,12 +41,7 @@ def torch_device_map(imported, placement: Placement, devices: Sequence[str] | No
     root module holding a tensor itself has no entry that says where it runs: a PlacementError
     naming it."""
     graph = imported.graph
-    device_of = np.asarray(placement.device_of)
-    if device_of.shape != (graph.num_ops,):
-        raise PlacementError(f"placement has shape {device_of.shape} but graph {graph.name!r} has {graph.num_ops} ops")
-    names = [f"cuda:{k}" for k in range(int(device_of.max(initial=0)) + 1)] if devices is None else list(devices)
-    if device_of.size and int(device_of.max()) >= len(names):
-        raise PlacementError(f"the placement uses device {int(device_of.max())} but {len(names)} devices were named")
+    device_of, names = placed_devices(graph, placement, devices, "cuda:{}")
     module_device: dict[str, int] = {}
     for state, modules in imported.holders.items():
         d = int(device_of[graph.index[state]])

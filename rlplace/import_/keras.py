@@ -17,10 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from rlplace.costs import with_analytical_costs
 from rlplace.errors import ConfigError
+from rlplace.export import placed_devices
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.tf.builder import ModelBuilder, TFModel
@@ -78,16 +77,8 @@ def apply_placement(imported: KerasImport, placement: Placement, devices: Sequen
     TensorFlow name of the cluster's device k (default ``/device:GPU:k``; several logical CPU
     devices: ``rlplace.tf.devices.configure_devices``, at the start of a process). Returns
     ``imported.model``: run its ``train_op`` in ``tf.compat.v1.Session(graph=model.graph)``."""
-    device_of = np.asarray(placement.device_of)
-    graph = imported.graph
-    if device_of.shape != (graph.num_ops,):
-        raise ConfigError(f"apply_placement: the placement has {device_of.size} devices for the "
-                          f"{graph.num_ops} ops of {graph.name!r}")
-    names = [f"/device:GPU:{k}" for k in range(int(device_of.max(initial=0)) + 1)] if devices is None else list(devices)
-    if device_of.size and int(device_of.max()) >= len(names):
-        raise ConfigError(f"apply_placement: the placement uses device {int(device_of.max())} but "
-                          f"{len(names)} devices were named")
-    _pin(imported.model, dict(zip(graph.names, device_of.tolist())), names)
+    device_of, names = placed_devices(imported.graph, placement, devices, "/device:GPU:{}")
+    _pin(imported.model, dict(zip(imported.graph.names, device_of.tolist())), names)
     return imported.model
 
 

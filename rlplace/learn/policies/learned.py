@@ -43,7 +43,7 @@ class LearnedPolicy(nn.Module):
                               f"{base.units.num_groups}")
         self.budget = base.cluster.memory.astype(np.int64)
         self.num_units, self.num_devices = base.units.num_groups, base.num_devices
-        self.register_buffer("unit_ops", torch.as_tensor(base.units.first_ops(), dtype=torch.long))
+        self.unit_ops = base.units.first_ops()   # the op whose device is each unit's
         w1, b1, w2, b2, w3, b3 = network
         self.layers = nn.ModuleList([nn.Linear(*w1.shape), nn.Linear(*w2.shape), nn.Linear(w3.shape[0], 1)])
         self.double()
@@ -65,10 +65,10 @@ class LearnedPolicy(nn.Module):
         h = torch.tanh(self.layers[1](h))
         return self.layers[2](h)[..., 0]
 
-    def _pass(self, noise: np.ndarray | None) -> tuple[np.ndarray, object]:
-        """One pass of the list scheduler: unit devices and the recorded decisions."""
-        m = self.plan.run(self.network(), self.budget, noise=noise, record=True)
-        return m.ops.device[self.unit_ops.cpu().numpy()].copy(), self.plan.decisions
+    def _pass(self, network: tuple[np.ndarray, ...], noise: np.ndarray | None) -> tuple[np.ndarray, object]:
+        """One pass of the list scheduler with ``network``: unit devices and the recorded decisions."""
+        m = self.plan.run(network, self.budget, noise=noise, record=True)
+        return m.ops.device[self.unit_ops].copy(), self.plan.decisions
 
     def _decision_log_probs(self, extras: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per decision [k, n]: the log probability of the device drawn, and the entropy of the
@@ -83,16 +83,17 @@ class LearnedPolicy(nn.Module):
     # ------------------------------------------------------------------------ Policy protocol
     def sample(self, k: int, generator: torch.Generator | None = None) -> Sample:
         n, D = self.plan.graph.num_ops, self.num_devices
-        u = uniform((k, n, D), generator, self.unit_ops.device).double().clamp_min(1e-20)
+        device = self.layers[0].weight.device
+        u = uniform((k, n, D), generator, device).double().clamp_min(1e-20)
         gumbel = (-torch.log(-torch.log(u))).cpu().numpy()
+        network = self.network()
         actions, features, allowed, chosen = [], [], [], []
         for j in range(k):
-            devices, decisions = self._pass(gumbel[j])
+            devices, decisions = self._pass(network, gumbel[j])
             actions.append(devices)
             features.append(decisions.features)
             allowed.append(decisions.allowed)
             chosen.append(decisions.chosen)
-        device = self.unit_ops.device
         extras = {"features": torch.as_tensor(np.stack(features), device=device),
                   "allowed": torch.as_tensor(np.stack(allowed), device=device),
                   "chosen": torch.as_tensor(np.stack(chosen), device=device)}
@@ -110,7 +111,7 @@ class LearnedPolicy(nn.Module):
 
     @torch.no_grad()
     def greedy(self) -> torch.Tensor:
-        return torch.as_tensor(self._pass(None)[0], device=self.unit_ops.device)
+        return torch.as_tensor(self._pass(self.network(), None)[0], device=self.layers[0].weight.device)
 
 
 def build(env, device: torch.device, **options) -> LearnedPolicy:
