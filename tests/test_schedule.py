@@ -277,8 +277,10 @@ ETF_OFF = dict(coplacement=False, fusion=False, forward_only=False)
 
 @given(timed_dags(), st.integers(1, 4))
 def test_m_etf_is_the_literal_list_scheduler(g, ndev):
+    """The paper's loop: without the single-device fallback, which returns the whole graph on one
+    device where that simulates faster (not part of the literal version)."""
     c = cluster(ndev, "parallel")
-    placer = make_placer("m_etf", **ETF_OFF)
+    placer = make_placer("m_etf", **ETF_OFF, single_fallback=False)
     placement = placer.place(g, c)
     device, start, end = literal_m_etf(g, c)
     assert placement.device_of.tolist() == device
