@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -qq --upgrade pip
 	@$(BIN)/python -m pip install -qq -c constraints.txt torch
-	@$(BIN)/python -m pip install -qq -c constraints.txt -e '.[test,distributed]'
+	@$(BIN)/python -m pip install -qq -c constraints.txt -e '.[all,test]'
 	@touch $(STAMP)
 	@echo "$(VENV) is ready"
 

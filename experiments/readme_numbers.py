@@ -58,6 +58,17 @@ def make_run(results: Path) -> str:
     return f"```\n{format_table(recorded['results'], cluster)}\n```\n"
 
 
+def install(results: Path) -> str:
+    recorded = json.loads((results / "install.json").read_text())
+    core, full, runs = recorded["core"], recorded["make_test_env"], recorded["core"]["compare_200_ops_seconds"]
+    return (f"The core installs in {core['seconds']:.0f} s ({recorded['pip_cache']} pip cache) and takes "
+            f"{core['bytes'] / 2**20:,.0f} MiB ({core['distributions']} distributions), against "
+            f"{full['bytes'] / 2**30:.1f} GiB ({full['distributions']}) for `make test`'s environment. Its first "
+            f"`rlplace-compare` on a 200-op graph takes {runs['first']:.0f} s, most of it numba compiling the "
+            f"simulator's and placers' kernels into its cache; later runs {runs['again']:.1f} s "
+            f"(`experiments/bench_install.py`).\n")
+
+
 def search(results: Path, key: str = "gnmt_profile_mars_p100", budget: int = 2000) -> str:
     bench = json.loads((results / "bench_search.json").read_text())
     runs = next(g for g in bench["graphs"] if g["key"] == key)["runs"]
@@ -217,7 +228,7 @@ def exact_reference(results: Path) -> str:
             f"(`experiments/results/exact_reference.md`).\n")
 
 
-GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "learned_listsched": learned_listsched, "search": search, "fidelity": fidelity,
+GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "install": install, "learned_listsched": learned_listsched, "search": search, "fidelity": fidelity,
                                                "exact_reference": exact_reference,
                                                "sb3": sb3, "equal_evaluations": equal_evaluations,
                                                "learned_vs_search": learned_vs_search,

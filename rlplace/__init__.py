@@ -9,12 +9,14 @@ The path of the data: OpGraph -> (coarsen) -> Placer -> Placement -> Backend -> 
     print(simulate(imported.graph, cluster, placement).step_time)
 
 The importers, the placers and the export load on first use (``from_torch`` imports torch,
-``from_keras`` TensorFlow), so ``import rlplace`` stays light.
+``from_keras`` TensorFlow), so ``import rlplace`` stays light; where an extra is missing
+(``pip install rlplace`` is the core), the error names the one to install (rlplace/extras.py).
 """
 
 from importlib import import_module
 
 from rlplace.cluster import Cluster, CommModel, Device, load_preset
+from rlplace.extras import missing_extra
 from rlplace.errors import BackendError, ConfigError, GraphError, PlacementError, RlplaceError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
@@ -32,5 +34,9 @@ __all__ = ["BackendError", "Cluster", "CommModel", "ConfigError", "Device", "Gra
 
 def __getattr__(name: str):
     if name in _ON_FIRST_USE:
-        return getattr(import_module(_ON_FIRST_USE[name]), name)
+        try:
+            module = import_module(_ON_FIRST_USE[name])
+        except ModuleNotFoundError as exc:
+            raise missing_extra(exc, f"rlplace.{name}") or exc from None
+        return getattr(module, name)
     raise AttributeError(f"module 'rlplace' has no attribute {name!r}")

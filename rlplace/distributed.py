@@ -1,4 +1,4 @@
-"""Parallel evaluation of placements on a pool of Ray actors (``pip install rlplace[distributed]``).
+"""Parallel evaluation of placements on a pool of Ray actors (``pip install rlplace[ray]``).
 
 Real measurement is the bottleneck of learned placement: the Hierarchical Planner trained with
 16 measuring workers (HP §3). ``RayBackend`` is a Backend whose ``evaluate_batch(graph, cluster,
@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 from rlplace.backends import Backend, make_backend
 from rlplace.cluster import Cluster
 from rlplace.errors import BackendError, ConfigError, RlplaceError
+from rlplace.extras import missing_extra
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.sim import StepResult
@@ -80,8 +81,8 @@ class RayBackend:
                  num_cpus: float | None = None, num_gpus: float | None = None):
         try:
             import ray
-        except ImportError:
-            raise ConfigError("backend.workers > 1 or ray.address needs Ray: pip install 'rlplace[distributed]'") from None
+        except ModuleNotFoundError as exc:
+            raise missing_extra(exc, "backend.workers > 1 or ray.address") or exc from None
         if workers < 1 or max_retries < 0 or (timeout is not None and timeout <= 0):
             raise ConfigError(f"RayBackend: need workers >= 1, max_retries >= 0 and timeout > 0 "
                               f"(got {workers}, {max_retries}, {timeout})")

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlplace.errors import ConfigError, RlplaceError, first_line
+from rlplace.extras import missing_extra
 from rlplace.options import checked
 
 
@@ -45,6 +46,8 @@ def instantiate_node(cfg: DictConfig, key: str):
         cause = exc.__cause__
         if isinstance(cause, RlplaceError):
             raise cause from None
+        if isinstance(cause, ModuleNotFoundError) and (missing := missing_extra(cause, key)):
+            raise missing from None
         raise ConfigError(f"{key}: {first_line(cause if cause is not None else exc)}") from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"{key}: {first_line(exc)}") from None

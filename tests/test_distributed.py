@@ -155,7 +155,7 @@ def test_the_vector_env_evaluates_the_k_samples_as_one_batch(problem):
 def test_one_worker_is_the_plain_backend_and_needs_no_ray(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     assert isinstance(make_parallel_backend("sim"), SimBackend)
-    with pytest.raises(ConfigError, match=r"rlplace\[distributed\]"):
+    with pytest.raises(ConfigError, match=r"rlplace\[ray\]"):
         make_parallel_backend("sim", workers=2)
     with pytest.raises(ConfigError, match="workers"):
         make_parallel_backend("sim", workers=0)

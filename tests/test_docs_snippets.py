@@ -116,7 +116,7 @@ def test_python_snippet_runs(where, code):
     if re.search(r"baechi_gnmt|load_baechi_profile\(\)", code) and not default_profile_path().is_file():
         pytest.skip(f"{where} reads the Baechi GNMT profile, not found at {default_profile_path()}")
     if "rlplace.distributed" in code and find_spec("ray") is None:
-        pytest.skip(f"{where} needs Ray: pip install 'rlplace[distributed]'")
+        pytest.skip(f"{where} needs Ray: pip install 'rlplace[ray]'")
     # RAY_ADDRESS=local: a snippet that starts Ray starts its own instance, never joins one running here
     env = {**os.environ, "RAY_ADDRESS": "local", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,

@@ -23,6 +23,8 @@ budget).
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -159,11 +161,12 @@ def beside_placers(placers: Sequence[tuple[str, Any]], graph: OpGraph, cluster: 
                    backend=None, max_seconds: float | None = MAX_SECONDS) -> list[tuple[str, SearchBeside]]:
     """``(name, placer)`` of the searches beside each trained policy among ``placers`` that was
     trained on this graph and cluster (a policy placing another graph evaluated nothing here)."""
-    from rlplace.learn.placer import PolicyPlacer
-
+    policy_placers = sys.modules.get("rlplace.learn.placer")  # none exists before its module loads
+    if policy_placers is None:  # (and the module needs torch, which the core install leaves out)
+        return []
     out = []
     for name, placer in placers:
-        if isinstance(placer, PolicyPlacer) and placer.trained_on(graph, cluster):
+        if isinstance(placer, policy_placers.PolicyPlacer) and placer.trained_on(graph, cluster):
             for budget in BUDGETS:
                 beside = SearchBeside(placer, name, budget, seed, backend, max_seconds)
                 out.append((f"local_search beside {name} ({budget})", beside))

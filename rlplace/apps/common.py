@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from rlplace.errors import ConfigError, RlplaceError, fail
+from rlplace.extras import PLUGIN_EXTRA, install_hint, missing_extra
 from rlplace.options import rule_of
 
 # unique run directories (rlplace/conf/run.yaml); cached, so that the jobs of a sweep share its directory
@@ -62,7 +63,11 @@ def user_errors(prog: str):
     _task_started = True
     try:
         yield
-    except RlplaceError as exc:
+    except (RlplaceError, ModuleNotFoundError) as exc:
+        if isinstance(exc, ModuleNotFoundError):
+            exc = missing_extra(exc) or exc
+            if not isinstance(exc, RlplaceError):
+                raise
         logging.getLogger(prog).error(f"{prog}: error: {exc}")
         sys.exit(2)
 
@@ -116,6 +121,11 @@ def composition_error(exc: BaseException) -> str:
         return group_given_a_value(sys.argv[1:]) or text
     if isinstance(exc, OverrideParseException):
         return unreadable_override(sys.argv[1:]) or "; ".join(lines)
+    plugin = re.search(r"Could not load 'hydra/(launcher|sweeper)/([^/']+)'", text)
+    if plugin and plugin.group(2) in PLUGIN_EXTRA:
+        group, option = plugin.groups()
+        return (f"hydra/{group}: needs Hydra's {option} {group} plugin, which the core install leaves out: "
+                f"{install_hint(PLUGIN_EXTRA[option])}")
     missing = re.search(r"Could not find '(.+)/([^/']+)'", text)
     if isinstance(exc, MissingConfigException) and missing:
         group, option = missing.groups()

@@ -36,6 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 import rlplace
 from rlplace.apps.common import run_app, user_errors
 from rlplace.errors import ConfigError
+from rlplace.extras import missing_extra
 from rlplace.options import check_ranges
 from rlplace.apps.tables.common import Context, TableOutput, update_why
 
@@ -101,6 +102,8 @@ def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
     try:
         fn = getattr(import_module(module), func)
     except (ImportError, AttributeError) as exc:
+        if isinstance(exc, ModuleNotFoundError) and (missing := missing_extra(exc, f"table {table['name']}")):
+            raise missing from None
         raise ConfigError(f"table.run: cannot load {table['run']!r} ({exc})") from None
     ctx = Context(mode=cfg.mode, seed=cfg.seed, out_dir=out_dir, budget=cfg.budget,
                   budget_seconds=cfg.budget_seconds, plots=cfg.plots, beside_seconds=cfg.beside_seconds)

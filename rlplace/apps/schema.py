@@ -96,7 +96,7 @@ def _ray(name: str) -> Any:
 
 @dataclass
 class Ray:
-    """Used when backend.workers > 1 or ``address`` is set: pip install 'rlplace[distributed]'
+    """Used when backend.workers > 1 or ``address`` is set: pip install 'rlplace[ray]'
     (docs/distributed.md)."""
 
     address: Optional[str] = _ray("address")  # null: this machine's Ray cluster if any, else a new local one

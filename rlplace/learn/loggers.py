@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlplace.errors import ConfigError
+from rlplace.extras import missing_extra
 from rlplace.options import checked
 
 
@@ -91,8 +92,8 @@ class TensorBoardLogger:
     def __init__(self, out_dir: Path, start_step: int = 0, subdir: str = "tensorboard"):
         try:
             from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            raise ConfigError("logger=tensorboard needs the tensorboard package (pip install tensorboard)") from None
+        except ModuleNotFoundError as exc:
+            raise missing_extra(exc, "logger=tensorboard") or exc from None
         self.writer = SummaryWriter(str(Path(out_dir) / subdir), purge_step=start_step or None)
 
     def log(self, metrics: dict[str, float], step: int) -> None:
