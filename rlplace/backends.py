@@ -1,8 +1,9 @@
 """Backends: anything with ``evaluate(graph, cluster, placement) -> StepResult``.
 
 ``sim`` is the embedded execution simulator (``rlplace.sim``); ``tf`` measures on real
-TensorFlow (``rlplace.tf.backend.TFBackend``, imported only when asked for, so the core never
-loads TensorFlow otherwise). ``make_backend(name, **options)`` builds one by name.
+TensorFlow (``rlplace.tf.backend.TFBackend``) and ``torch`` on real PyTorch
+(``rlplace.torch_backend.TorchBackend``), each imported only when asked for, so the core never
+loads TensorFlow or PyTorch otherwise. ``make_backend(name, **options)`` builds one by name.
 """
 
 from __future__ import annotations
@@ -58,7 +59,13 @@ def _tf_backend() -> type:
     return TFBackend
 
 
-_BACKENDS: dict[str, Callable[[], type]] = {"sim": lambda: SimBackend, "tf": _tf_backend}
+def _torch_backend() -> type:
+    from rlplace.torch_backend import TorchBackend
+
+    return TorchBackend
+
+
+_BACKENDS: dict[str, Callable[[], type]] = {"sim": lambda: SimBackend, "tf": _tf_backend, "torch": _torch_backend}
 
 
 def backend_class(name: str) -> type:

@@ -104,6 +104,7 @@ def test_the_core_install_compares_placers_and_runs_the_environment(core_env):
     (["rlplace-compare", "graph.num_ops=30", "placers=[mars:run/checkpoint.pt]"], "learn"),
     (["rlplace-compare", "graph=baechi_gnmt"], "tensorboard"),
     (["rlplace-compare", "graph=tf_model", "backend=tf"], "tf"),
+    (["rlplace-compare", "graph=torch_model", "backend=torch"], "learn"),
     (["rlplace-profile"], "tf"),
     (["rlplace-compare", "--multirun", "hydra/launcher=local", "graph.num_ops=30,40"], "joblib"),
     (["rlplace-compare", "--multirun", "hydra/sweeper=tune_local_search"], "optuna"),

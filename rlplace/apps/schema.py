@@ -41,7 +41,8 @@ SEED_KEYS = {  # keys that take the run's seed (``seed``), in the groups that ha
     "agent/learned": ["algorithm.options.seed"],
     "backend/tf": ["options.seed"],
 }
-BACKEND_PRESETS = {"tf": {"options.model": "${oc.select:graph.model,null}"}}  # the model of graph=tf_model
+# the model of graph=tf_model / graph=torch_model
+BACKEND_PRESETS = {name: {"options.model": "${oc.select:graph.model,null}"} for name in ("tf", "torch")}
 BESIDE_SECONDS = Allowed(float, low=0, open_low=True, null="no cap")  # equal wall time of a search beside
 COMPARE_PLACERS = ["single", "round_robin", "random", "expert", "metis", "heft", "critical_path", "m_topo", "m_etf",
                    "m_sct", "order_place", "celeritas", "learned", "local_search"]

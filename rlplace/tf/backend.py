@@ -25,11 +25,11 @@ profile of that model); the transfer counts of the result come from it.
 from __future__ import annotations
 
 import multiprocessing as mp
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+from cachetools import LRUCache
 
 from rlplace.cluster import Cluster
 from rlplace.errors import BackendError, ConfigError
@@ -81,7 +81,7 @@ class TFBackend:
             raise ConfigError(f"backend tf: need warmup >= 0 and steps >= 1, got {self.warmup} and {self.steps}")
         if self.step_time_limit is not None and not self.step_time_limit > 0:
             raise ConfigError(f"backend tf: step_time_limit must be > 0 or null, got {self.step_time_limit!r}")
-        self._cache: OrderedDict[tuple, StepResult] = OrderedDict()
+        self._cache: LRUCache[tuple, StepResult] = LRUCache(maxsize=max(self.cache_size, 1))
         self._proc = self._conn = self._setup = None
         self._devices: list[str] = []
         self._ops: frozenset[str] = frozenset()
@@ -92,7 +92,6 @@ class TFBackend:
         placement.validate(graph, cluster)
         key = (placement, tuple(cluster.memory.tolist()))
         if key in self._cache:
-            self._cache.move_to_end(key)
             self.cache_hits += 1
             return self._cache[key]
         if self.model is None:
@@ -108,8 +107,6 @@ class TFBackend:
         self.measurements += 1
         result = _step_result(graph, cluster, placement, raw)
         self._cache[key] = result
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
         return result
 
     def time_transfers(self, cluster: Cluster, src: int = 0, dst: int = 1, sizes=DEFAULT_SIZES,

@@ -10,11 +10,11 @@ one opaque call op with nothing to place.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rlplace.errors import ConfigError
+from rlplace.import_.source import resolve
 
 SOURCE_KNOBS = ("batch_size", "loss", "learning_rate", "args")
 
@@ -69,18 +69,3 @@ def build_model(spec: dict[str, Any]):
                                    name=Path(name).stem, **knobs)
     return keras_training_step(resolve(name), name=name.partition(":")[2], model_args=args, **knobs)
 
-
-def resolve(path: str) -> Callable:
-    """The function ``package.module:function`` names (ConfigError if it cannot be imported)."""
-    module, _, attr = path.partition(":")
-    try:
-        target = importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(f"model.name: cannot import {module!r} ({exc})") from None
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ConfigError(f"model.name: module {module!r} has no {attr!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise ConfigError(f"model.name: {path!r} is not callable")
-    return target

@@ -85,12 +85,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
+from cachetools import LRUCache
 from gymnasium import spaces
 
 from rlplace.backends import Backend, make_backend
@@ -218,8 +218,7 @@ class PlacementEnv(gym.Env):
                          if mode == "sequential" and (schedule_features or shaping == "schedule") else None)
 
         self.accounting = Accounting()
-        self._cache: OrderedDict[Placement, StepResult] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: LRUCache[Placement, StepResult] = LRUCache(maxsize=cache_size)
         self._placement = np.full(U, -1, dtype=np.int64)
         self._position = 0
         self._done = True
@@ -306,7 +305,6 @@ class PlacementEnv(gym.Env):
         fresh: dict[Placement, list[int]] = {}
         for i, placement in enumerate(placements):
             if placement in self._cache:
-                self._cache.move_to_end(placement)
                 self.accounting.cache_hits += 1
                 results.append(self._cache[placement])
             else:
@@ -350,9 +348,8 @@ class PlacementEnv(gym.Env):
 
     def _remember(self, placement: Placement, result: StepResult) -> None:
         self.accounting.evaluations += 1
-        self._cache[placement] = result
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        if self._cache.maxsize:
+            self._cache[placement] = result
         if self.is_valid(result) and result.step_time < self.accounting.best_step_time:
             self.accounting.best_step_time = result.step_time
             self.accounting.best_placement = placement
