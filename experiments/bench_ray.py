@@ -26,7 +26,7 @@ import numpy as np
 import ray
 
 from rlplace.errors import ArgumentParser, run_script
-from rlplace.backends import SimBackend
+from rlplace.backends import Backend, SimBackend
 from rlplace.cluster import load_preset
 from rlplace.distributed import RayBackend
 from rlplace.placement import Placement
@@ -37,7 +37,7 @@ BATCH = 8
 
 
 @dataclass
-class SleepyBackend:
+class SleepyBackend(Backend):
     """The simulator after a fixed sleep: a stand-in for a real measurement."""
 
     delay: float = 1.0

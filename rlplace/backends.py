@@ -1,4 +1,5 @@
-"""Backends: anything with ``evaluate(graph, cluster, placement) -> StepResult``.
+"""Backends: what turns a placement into a StepResult. ``Backend`` is the contract every caller
+relies on; a backend subclasses it and implements ``evaluate``.
 
 ``sim`` is the embedded execution simulator (``rlplace.sim``); ``tf`` measures on real
 TensorFlow (``rlplace.tf.backend.TFBackend``) and ``torch`` on real PyTorch
@@ -9,7 +10,7 @@ loads TensorFlow or PyTorch otherwise. ``make_backend(name, **options)`` builds 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Protocol, runtime_checkable
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -21,13 +22,43 @@ from rlplace.placement import Placement
 from rlplace.sim import BatchResult, StepResult, simulate, simulate_many
 
 
-@runtime_checkable
-class Backend(Protocol):
-    def evaluate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult: ...
+class Backend:
+    """What callers of a backend use: the placers, the environment, the training loop, the apps.
+    ``evaluate`` is the backend's own; the others have defaults that a backend replaces where it
+    can do better (concurrent batches, a cache, workers to stop)."""
+
+    simulated: ClassVar[bool] = False  # accounting: time spent here is simulation, not measurement
+
+    def evaluate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
+        raise NotImplementedError
+
+    def evaluate_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[StepResult]:
+        """The results of several placements, in order (``RayBackend`` runs them concurrently)."""
+        return [self.evaluate(graph, cluster, p) for p in placements]
+
+    def clear_cache(self) -> None:
+        """Forget remembered results, so that the next evaluation measures again."""
+
+    def close(self) -> None:
+        """Stop the workers or processes the backend started (a later evaluation starts them again)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def as_backend(backend, key: str = "backend") -> Backend:
+    """``backend`` if it is a Backend; a ConfigError naming ``key`` otherwise."""
+    if not isinstance(backend, Backend):
+        raise ConfigError(f"{key} must be a Backend (a subclass of rlplace.backends.Backend), "
+                          f"got {type(backend).__name__}")
+    return backend
 
 
 @dataclass
-class SimBackend:
+class SimBackend(Backend):
     """The execution simulator. Like TensorFlow, it refuses a placement that splits a
     colocation group (PlacementError). ``trace=True`` keeps the schedule in every result."""
 

@@ -55,7 +55,7 @@ class _Worker:
         self._graph: OpGraph | None = None
 
     def ready(self) -> bool:
-        return bool(getattr(self.backend, "simulated", False))
+        return self.backend.simulated
 
     def evaluate(self, graph_key: str, graph_ref: list, cluster: Cluster, placement: Placement) -> StepResult:
         if graph_key != self._graph_key:
@@ -65,7 +65,7 @@ class _Worker:
         return self.backend.evaluate(self._graph, cluster, placement)
 
 
-class RayBackend:
+class RayBackend(Backend):
     """A pool of ``workers`` Ray actors, each with its own backend; see the module docstring.
 
     ``address``: None joins the Ray cluster ``ray start`` made on this machine, else starts a

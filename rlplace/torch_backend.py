@@ -26,11 +26,12 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from cachetools import LRUCache
 
+from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.errors import BackendError, ConfigError, first_line
 from rlplace.export import torch_device_map
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # PyTorch loads on the first measurement: the apps' schemas r
 
 
 @dataclass
-class TorchBackend:
+class TorchBackend(Backend):
     """Options: ``model`` (a PyTorch model source, ``rlplace.import_.torch_model``; ``graph=
     torch_model`` sets it), ``devices`` (torch device per cluster device; None: ``cuda:k`` where
     present, else ``cpu``), ``warmup`` and ``steps`` (median of ``steps`` after ``warmup``),
@@ -58,7 +59,6 @@ class TorchBackend:
     step_time_limit: float | None = None
     threads: int | None = None
     cache_size: int = 10_000
-    simulated: ClassVar[bool] = False  # accounting: time spent here is measurement
 
     measurements: int = field(default=0, init=False)
     cache_hits: int = field(default=0, init=False)
@@ -124,6 +124,9 @@ class TorchBackend:
                                      busy_time=None, timed_out=timed_out)
         self._cache[key] = result
         return result
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
 
     def _measure(self, built: TorchModel, device_map: dict[str, str],
                  names: list[str]) -> tuple[float, bool, list[int], dict[int, int]]:

@@ -48,7 +48,7 @@ class Verified:
 
 
 @dataclass
-class VerifyingBackend:
+class VerifyingBackend(Backend):
     real: Backend
     top_k: int
     every: int | None = None
@@ -142,5 +142,4 @@ class VerifyingBackend:
                               "oom": v.measured.oom} for v in self.verified]}
 
     def close(self) -> None:
-        if hasattr(self.real, "close"):
-            self.real.close()
+        self.real.close()

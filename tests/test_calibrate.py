@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_module
 from scipy.stats import spearmanr
 
 from rlplace.apps.calibrate import objective
+from rlplace.backends import Backend
 from rlplace.calibration import recalibrate
 from rlplace.calibration.design import design
 from rlplace.calibration.files import write_graph, write_preset
@@ -132,7 +133,7 @@ def test_split_half_noise_ceiling_predicts_the_best_spearman_the_noise_allows():
 def test_measure_interleaves_rounds_and_throws_the_warmup_away(rounds):
     calls = []
 
-    class Real:
+    class Real(Backend):
         def evaluate(self, graph, cluster, placement):
             calls.append(np.asarray(placement.device_of).tobytes())
             return simulate(graph, cluster, placement)
@@ -225,7 +226,7 @@ def test_a_bad_measurements_file_is_one_line(tmp_path, run):
     assert_one_line_exit_2(proc, "rlplace-calibrate", ["measurements.json", "not a measurements file"])
 
 
-class CostlyTransfers:
+class CostlyTransfers(Backend):
     """A real backend whose transfers cost far more than the simulator's (as logical CPU
     devices do): the simulator on a cluster with a 0.3 ms latency, sequential."""
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import rlplace.learn.env  # noqa: F401  (registers rlplace/Placement-v0)
-from rlplace.backends import SimBackend
+from rlplace.backends import Backend, SimBackend
 from rlplace.cluster import load_preset
 from rlplace.distributed import RayBackend, make_parallel_backend
 from rlplace.errors import BackendError, ConfigError, PlacementError
@@ -45,7 +45,7 @@ def sequential(graph, cluster, placements):
 
 
 @dataclass
-class SlowBackend:
+class SlowBackend(Backend):
     """The simulator, after sleeping ``delay`` seconds (a stand-in for a real measurement)."""
 
     delay: float = 0.5
@@ -56,7 +56,7 @@ class SlowBackend:
 
 
 @dataclass
-class HangsOnce:
+class HangsOnce(Backend):
     """Hangs on the first evaluation of all workers (a marker file tells the others), then simulates."""
 
     marker: str
@@ -70,7 +70,7 @@ class HangsOnce:
         time.sleep(3600)
 
 
-class AlwaysDies:
+class AlwaysDies(Backend):
     def evaluate(self, graph, cluster, placement):
         os._exit(1)
 

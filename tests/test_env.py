@@ -200,7 +200,7 @@ def test_cpd_topo_order_places_every_unit_once():
 
 @pytest.mark.parametrize("kwargs, needle", [(dict(graph=3), "graph must be an OpGraph, a preset name or a graph file, got int 3"),
                                             (dict(cluster=4.5), "cluster must be a Cluster or a preset name, got float"),
-                                            (dict(backend=object()), "backend must be a Backend, 'sim' or 'tf'"),
+                                            (dict(backend=object()), "backend must be a Backend, 'sim', 'tf' or 'torch'"),
                                             (dict(step_time_limit=-1), "step_time_limit must be None or a number of seconds > 0"),
                                             (dict(cache_size=-1), "cache_size must be an integer >= 0")])
 def test_gym_make_with_a_bad_argument_is_a_config_error(kwargs, needle):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rlplace.backends import SimBackend
+from rlplace.backends import Backend, SimBackend
 from rlplace.cluster import Cluster, CommModel
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
@@ -47,24 +47,29 @@ def score(graph, cluster, placement):
 
 
 @dataclass
-class CountingBackend:
-    """The simulator, counting the placements it evaluates (batched or one by one)."""
+class CountingBackend(Backend):
+    """The simulator one placement at a time, counting the placements it evaluates."""
 
-    batched: bool = True
     count: int = 0
 
     def evaluate(self, graph, cluster, placement):
         self.count += 1
         return SimBackend().evaluate(graph, cluster, placement)
 
-    def __getattr__(self, name):
-        if name == "evaluate_many" and self.batched:
-            return self._evaluate_many
-        raise AttributeError(name)
 
-    def _evaluate_many(self, graph, cluster, placements):
+@dataclass
+class BatchedCountingBackend(SimBackend):
+    """The simulator, batched (``evaluate_many``), counting the placements it evaluates."""
+
+    count: int = 0
+
+    def evaluate(self, graph, cluster, placement):
+        self.count += 1
+        return super().evaluate(graph, cluster, placement)
+
+    def evaluate_many(self, graph, cluster, placements):
         self.count += len(placements)
-        return SimBackend().evaluate_many(graph, cluster, placements)
+        return super().evaluate_many(graph, cluster, placements)
 
 
 @pytest.mark.parametrize("name", SEARCH)
@@ -135,7 +140,7 @@ def test_improves_a_bad_start(name):
 @pytest.mark.parametrize("start,starts", [("single", 1), (["single", "round_robin", "metis"], 3)])
 def test_budget_counts_every_evaluation(name, batched, start, starts):
     graph, cluster = fork_join(4, 3), Cluster.homogeneous(4, 2**40, COMM)
-    backend = CountingBackend(batched=batched)
+    backend = BatchedCountingBackend() if batched else CountingBackend()
     placer = make_placer(name, start=start, evaluations=37, seed=1, batch=4, backend=backend)
     placer.place(graph, cluster)
     assert backend.count == placer.result.evaluations == len(placer.curve) == 37

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from rlplace.backends import SimBackend
+from rlplace.backends import Backend, SimBackend
 from rlplace.cluster import Cluster, CommModel
 from rlplace.errors import ConfigError
 from rlplace.placement import Placement
@@ -24,7 +24,7 @@ TRUE = Cluster.homogeneous(3, 2**34, comm=CommModel(latency=4e-4, seconds_per_by
 
 
 @dataclass
-class Measured:
+class Measured(Backend):
     """A measuring backend: the simulator on the TRUE cluster; it records what it measured."""
 
     calls: list = field(default_factory=list)

@@ -88,7 +88,7 @@ def _measure(cfg: DictConfig, out_dir: Path):
     from rlplace.cluster import Cluster
 
     backend = make_backend(cfg.backend.name, **OmegaConf.to_container(cfg.backend.options, resolve=True))
-    if getattr(backend, "simulated", False):
+    if backend.simulated:
         raise ConfigError(f"backend={cfg.backend.name}: {PROG} measures on a real backend (backend=tf)")
     graph = instantiate_node(cfg, "graph")
     cluster = instantiate_node(cfg, "cluster")
@@ -102,8 +102,7 @@ def _measure(cfg: DictConfig, out_dir: Path):
     try:
         measurements = measure(backend, graph, cluster, plan, rounds=cfg.rounds, warmup=cfg.warmup, seed=cfg.seed)
     finally:
-        if hasattr(backend, "close"):
-            backend.close()
+        backend.close()
     (out_dir / "measurements.json").write_text(json.dumps(measurements.as_dict()))
     return graph, cluster, measurements
 

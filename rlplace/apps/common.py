@@ -219,7 +219,7 @@ def verifying(real, cfg: DictConfig):
     answers from the simulator and measures the top-k on ``real``."""
     if cfg.get("verify_top_k") is None:
         return real
-    if getattr(real, "simulated", False):
+    if real.simulated:
         raise ConfigError("verify_top_k needs a measuring backend (e.g. backend=tf): "
                           "it measures the best simulated placements on it")
     from rlplace.verify import VerifyingBackend

@@ -71,8 +71,7 @@ def train_from_config(cfg: DictConfig, out_dir: Path) -> dict:
         summary = train(graph, cluster, backend, config, out_dir,
                         lambda start_step: make_logger(cfg.logger.name, out_dir, start_step, **logger_options))
     finally:
-        if hasattr(backend, "close"):
-            backend.close()
+        backend.close()
     if not summary.get("stopped"):
         final = summary.get("final_evaluation")
         best = f"{final['step_time'] * 1e3:.3f} ms" if final else "none valid"

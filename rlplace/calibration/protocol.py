@@ -145,7 +145,7 @@ def measure(backend: Backend, graph: OpGraph, cluster: Cluster, plan: Design, ro
     times = np.full((rounds, k), np.inf)
     oom = np.zeros(k, dtype=bool)
     transfers = np.zeros(k, dtype=np.int64)
-    clear = getattr(backend, "clear_cache", lambda: None)  # a cached answer is no new measurement
+    clear = backend.clear_cache  # a cached answer is no new measurement
     with progress_bar(total=warmup + rounds * k, desc="measuring", unit="step", leave=False, show=progress) as bar:
         for w in range(warmup):
             backend.evaluate(graph, cluster, Placement(plan.rows[w % k]))

@@ -60,6 +60,7 @@ import numpy as np
 import torch
 import rlplace.learn.env  # noqa: F401  (registers rlplace/Placement-v0)
 from rlplace.backends import Backend
+from rlplace.distributed import RayBackend
 from rlplace.cluster import Cluster
 from rlplace.errors import CheckpointError, ConfigError, first_line
 from rlplace.graph import OpGraph
@@ -336,7 +337,7 @@ class _Run:
                 where = self.out_dir / "graphs" / re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
                 summary["graphs"][name].update(self._finish_graph(i, where))
         backend = self.problems[0].backend
-        if hasattr(backend, "retries"):  # a parallel backend: placements re-run after a worker failed
+        if isinstance(backend, RayBackend):  # placements re-run after a worker failed
             summary["evaluation_retries"] = backend.retries
         (self.out_dir / "results.json").write_text(json.dumps(summary, indent=1, default=float))
         return summary

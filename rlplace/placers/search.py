@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from rlplace.backends import SimBackend, as_backend
 from rlplace.cluster import Cluster
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
@@ -60,7 +61,7 @@ def evaluate_rows(graph: OpGraph, cluster: Cluster, rows: np.ndarray, backend=No
     """(memory overflow in bytes, step time in s) of every row of ``rows`` (placements × ops),
     through ``backend`` (None: ``simulate_many``). A backend that reports OOM without a peak
     above the memory (a real run that failed) gets an infinite overflow."""
-    if backend is None or hasattr(backend, "evaluate_many"):
+    if backend is None or isinstance(backend, SimBackend):  # the batched simulator
         batch = (simulate_many if backend is None else backend.evaluate_many)(graph, cluster, rows)
         step, oom, peak = batch.step_time, batch.oom, batch.peak_memory
     else:
@@ -167,9 +168,8 @@ class SearchPlacer:
                               f"got {self.evaluations} and {self.seconds}")
         if self.batch < 1:
             raise ConfigError(f"{type(self).__name__}: batch must be >= 1, got {self.batch}")
-        if self.backend is not None and not hasattr(self.backend, "evaluate"):
-            raise ConfigError(f"{type(self).__name__}: backend must be a Backend (an object with evaluate), "
-                              f"got {self.backend!r}; rlplace-compare passes its own")
+        if self.backend is not None:
+            as_backend(self.backend, f"{type(self).__name__}: backend")
         if not (isinstance(self.start, str) or (isinstance(self.start, (list, tuple)) and self.start
                                                   and all(isinstance(n, str) for n in self.start))):
             raise ConfigError(f"{type(self).__name__}: start must be a placer's name, best, or a non-empty list of "

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from cachetools import LRUCache
 
+from rlplace.backends import Backend
 from rlplace.cluster import Cluster
 from rlplace.errors import BackendError, ConfigError
 from rlplace.graph import OpGraph
@@ -42,7 +43,7 @@ from rlplace.tf.worker import WorkerSetup, worker_main
 
 
 @dataclass
-class TFBackend:
+class TFBackend(Backend):
     """Options: ``model`` (``{name: <zoo model>, <knob>: value, ...}``, or a model source:
     ``{name: "package.module:function" or "<file>.keras", batch_size: ..., args: {...}}``,
     ``rlplace.tf.sources``), ``warmup`` and
@@ -64,7 +65,6 @@ class TFBackend:
     cache_size: int = 10_000
     start_timeout: float = 600.0
     request_timeout: float = 3600.0
-    simulated: ClassVar[bool] = False  # accounting: time spent here is measurement
 
     measurements: int = field(default=0, init=False)
     cache_hits: int = field(default=0, init=False)
@@ -140,12 +140,6 @@ class TFBackend:
             self._proc.join()
         self._conn.close()
         self._proc = self._conn = None
-
-    def __enter__(self) -> TFBackend:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __del__(self):
         try:

@@ -159,7 +159,7 @@ class PlacementEnv(gym.Env):
         self.backend = make_backend(backend, **(backend_options or {})) if isinstance(backend, str) else backend
         for name, value, kind, what in (("graph", self.graph, OpGraph, "an OpGraph, a preset name or a graph file"),
                                         ("cluster", self.cluster, Cluster, "a Cluster or a preset name"),
-                                        ("backend", self.backend, Backend, "a Backend, 'sim' or 'tf'")):
+                                        ("backend", self.backend, Backend, "a Backend, 'sim', 'tf' or 'torch'")):
             if not isinstance(value, kind):
                 raise ConfigError(f"{name} must be {what}, got {type(value).__name__} {value!r:.60}")
         if mode not in ("one_shot", "sequential"):
@@ -313,11 +313,9 @@ class PlacementEnv(gym.Env):
                 results.append(None)
         if fresh:
             start = time.perf_counter()
-            batch = getattr(self.backend, "evaluate_batch", None)
-            evaluated = (batch(self.graph, self.cluster, list(fresh)) if batch is not None else
-                         [self.backend.evaluate(self.graph, self.cluster, p) for p in fresh])
+            evaluated = self.backend.evaluate_batch(self.graph, self.cluster, list(fresh))
             elapsed = time.perf_counter() - start
-            if getattr(self.backend, "simulated", False):
+            if self.backend.simulated:
                 self.accounting.simulate_time += elapsed
             else:
                 self.accounting.measure_time += elapsed
