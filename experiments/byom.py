@@ -1,8 +1,9 @@
 """Bring your own model: import MobileNetV2 (Keras, 32x32, batch 2), a small Transformer
 (PyTorch) and a dnn-partitioning sample; per graph: ops, edges, total compute, CCR and the
-simulated step time of single / m_etf / celeritas / metis on baechi_2080, and the import time.
-Analytical costs on the GTX 2080 roofline (the cluster's device). Writes
-experiments/results/byom.md.
+simulated step time of single / expert / m_etf / celeritas / metis on baechi_2080, and the import
+time. Analytical costs on the GTX 2080 roofline (the cluster's device); for the PyTorch model,
+the Spearman rank correlation of its per-op analytical times with the times profiled on this
+machine's CPU (``profile_step``). Writes experiments/results/byom.md.
 
     .venv/bin/python experiments/byom.py
 """
@@ -14,12 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from scipy.stats import spearmanr
+
 from rlplace.cluster import load_preset
 from rlplace.import_.fiddle import load_fiddle
 from rlplace.placers import make_placer
 from rlplace.sim import simulate
 
-PLACERS = ("single", "m_etf", "celeritas", "metis")
+PLACERS = ("single", "expert", "m_etf", "celeritas", "metis")
 OUT = Path(__file__).parent / "results" / "byom.md"
 
 
@@ -35,13 +38,17 @@ def torch_transformer():
     import torch
     from torch import nn
 
-    from rlplace.import_.torch import from_torch
+    from rlplace.import_.torch import from_torch, profile_step
 
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
     model = nn.Sequential(nn.TransformerEncoder(layer, num_layers=4), nn.Linear(256, 1000))
     imported = from_torch(model, torch.randn(8, 64, 256), torch.randint(0, 1000, (8, 64)), device="gtx2080")
-    return imported.graph, imported.seconds
+    profiled = profile_step(imported.step)
+    graph = imported.graph
+    ops = [i for i, name in enumerate(graph.names) if profiled.get(name, 0.0) > 0]
+    rho = spearmanr(graph.compute_time[ops], [profiled[graph.names[i]] for i in ops]).statistic
+    return graph, imported.seconds, None, (float(rho), len(ops))
 
 
 def fiddle_sample():
@@ -65,18 +72,20 @@ def fiddle_sample():
     path = Path(tempfile.mkdtemp()) / "mlp4_training.json"
     path.write_text(json.dumps(doc))
     imported = load_fiddle(path, comm_mode="sequential")
-    return imported.graph, imported.seconds, imported.cluster
+    return imported.graph, imported.seconds, imported.cluster, None
 
 
 def main() -> None:
     cluster = load_preset("baechi_2080")
-    rows = []
+    rows, ranks = [], []
     for label, make in (("MobileNetV2 (Keras, 32x32, batch 2)", keras_mobilenet),
                         ("Transformer 4x256 (PyTorch, 8x64 tokens)", torch_transformer),
                         ("dnn-partitioning sample (MLP-4 training)", fiddle_sample)):
         made = make()
         graph, seconds = made[0], made[1]
-        on = made[2] if len(made) > 2 else cluster
+        on = made[2] if len(made) > 2 and made[2] is not None else cluster
+        if len(made) > 3 and made[3] is not None:
+            ranks.append(f"{label.split(' (')[0]}: Spearman {made[3][0]:.2f} over the {made[3][1]} ops that ran a kernel")
         times = {}
         for name in PLACERS:
             start = time.perf_counter()
@@ -97,7 +106,8 @@ def main() -> None:
                      + " | ".join(f"{times[p][0] * 1e3:.2f}" for p in PLACERS) + " |")
     lines += ["", "Placement time (s): " + "; ".join(
         f"{label.split(' (')[0]}: " + ", ".join(f"{p} {times[p][1]:.2f}" for p in PLACERS)
-        for label, *_, times in rows), ""]
+        for label, *_, times in rows), "",
+        "Per-op analytical (GTX 2080 roofline) against profiled times on this CPU: " + "; ".join(ranks), ""]
     OUT.write_text("\n".join(lines))
     print("\n".join(lines))
 

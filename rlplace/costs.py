@@ -484,8 +484,11 @@ def op_tensors(graph: OpGraph, i: int, port_bytes: list[list[int]]) -> tuple[lis
     return ins, [Tensor(s, b) for s, b in zip(shapes, port_bytes[i])]
 
 
-def op_costs(graph: OpGraph) -> OpCosts:
-    """FLOPs and bytes moved of every op of ``graph`` (see the module docstring)."""
+def op_costs(graph: OpGraph, counted_flops: np.ndarray | None = None) -> OpCosts:
+    """FLOPs and bytes moved of every op of ``graph`` (see the module docstring). Where
+    ``counted_flops`` (per op, NaN where not counted) has a count, for instance PyTorch's own
+    ``torch.utils.flop_counter`` at import (``rlplace.import_.torch``), that count replaces the
+    formula's FLOPs; the bytes are the formula's."""
     port_bytes = [list(b) for b in graph.output_bytes]
     for t in range(len(graph.tensor_src)):
         port = graph.tensor_port[t]
@@ -494,6 +497,7 @@ def op_costs(graph: OpGraph) -> OpCosts:
             port_bytes[src][port] = max(port_bytes[src][port], int(graph.tensor_bytes[t]))
     n = graph.num_ops
     flops, moved, known = np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool)
+    counted = np.full(n, np.nan) if counted_flops is None else np.asarray(counted_flops, dtype=float)
     unknown: Counter = Counter()
     for i in range(n):
         ins, outs = op_tensors(graph, i, port_bytes)
@@ -506,6 +510,9 @@ def op_costs(graph: OpGraph) -> OpCosts:
             flops[i], moved[i], known[i] = flops[fwd], moved[fwd], True
         else:
             moved[i] = _moved(ins, outs)
+        if not np.isnan(counted[i]):
+            flops[i], known[i] = counted[i], True
+        elif not known[i]:
             unknown[graph.op_type[i]] += 1
     return OpCosts(flops, moved, known, unknown)
 
@@ -529,9 +536,11 @@ def with_compute_time(graph: OpGraph, compute_time: np.ndarray,
     return OpGraph.from_records(ops, edges, name=graph.name)
 
 
-def with_analytical_costs(graph: OpGraph, device: str | DeviceSpec | Mapping = "v100") -> OpGraph:
-    """``graph`` with ``compute_time`` from the roofline of ``device``; nothing else changes."""
-    costs = op_costs(graph)
+def with_analytical_costs(graph: OpGraph, device: str | DeviceSpec | Mapping = "v100",
+                          counted_flops: np.ndarray | None = None) -> OpGraph:
+    """``graph`` with ``compute_time`` from the roofline of ``device`` (FLOPs as ``op_costs``
+    takes them); nothing else changes."""
+    costs = op_costs(graph, counted_flops)
     return with_compute_time(graph, roofline_time(costs.flops, costs.bytes, device))
 
 

@@ -200,6 +200,46 @@ def test_torch_conv_flops_are_the_textbook_count(torch_graphs):
     assert sorted(c.flops[back].tolist()) == sorted([2 * 2 * 8 * 16 * 16 * 27, 2 * 2 * 2 * 16 * 7 * 7 * 36])
 
 
+def test_torch_flops_are_pytorchs_own_count_but_for_a_grouped_convolutions_gradient(torch_graphs):
+    """The FLOPs the import counts per op (``counted_flops``) add up to what PyTorch's
+    FlopCounterMode counts running the same step; the one exception is the gradient of the
+    grouped convolution, which keeps the textbook count (the counter ignores groups there)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from rlplace.import_.torch import counted_flops
+
+    model, imported = torch_graphs["cnn"]
+    g = imported.graph
+    counted = counted_flops(imported.step, g)
+    rules = op_costs(g).flops
+    grouped = [i for i, t in enumerate(g.op_type) if t == "aten.convolution_backward"
+               and rules[i] == 2 * 2 * 2 * 16 * 7 * 7 * 36]  # conv2's (groups 2), test above
+    assert len(grouped) == 1 and np.isnan(counted[grouped[0]])
+    with FlopCounterMode(display=False) as counter:
+        x, y = torch.randn(2, 3, 16, 16), torch.randint(0, 10, (2,))
+        loss = nn.functional.cross_entropy(model(x), y)
+        torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+    by_op = counter.get_flop_counts()["Global"]
+    conv_backward = by_op.pop(torch.ops.aten.convolution_backward)
+    types = np.array(g.op_type)
+    assert np.nansum(counted[types != "aten.convolution_backward"]) == sum(by_op.values())
+    assert np.nansum(counted[types == "aten.convolution_backward"]) < conv_backward  # the grouped one left out
+    assert np.all(imported.graph.compute_time > 0)
+
+
+def test_torch_op_granularity_tags_layers_by_top_level_module_so_expert_splits_stages():
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.ReLU()) for _ in range(4)], nn.Linear(32, 10))
+    g = from_torch(model, torch.randn(8, 32), torch.randint(0, 10, (8,))).graph
+    for k in range(5):
+        assert g.layer[g.index[f"param:{k}.weight" if k == 4 else f"param:{k}.0.weight"]] == k
+    backward = np.flatnonzero(g.forward_op >= 0)
+    assert all(g.layer[i] == g.layer[g.forward_op[i]] for i in backward if g.layer[g.forward_op[i]] is not None)
+    expert = make_placer("expert").place(g, load_preset("baechi_2080"))
+    stage = {g.layer[i]: int(expert.device_of[i]) for i in range(g.num_ops) if g.layer[i] is not None}
+    assert [stage[k] for k in range(5)] == sorted(stage[k] for k in range(5)) and len(set(stage.values())) == 4
+
+
 def test_torch_profile_measures_the_ops_here():
     torch.manual_seed(0)
     imported = from_torch(SmallCNN(), torch.randn(2, 3, 16, 16), torch.randint(0, 10, (2,)),

@@ -30,8 +30,9 @@ Each op is tagged with its group's rank in forward order (``layer``), so ``exper
 model into contiguous stages. ``rlplace.export.torch_device_map`` turns a placement of such a
 graph into the ``device_map`` of Hugging Face ``accelerate`` (or of plain ``module.to``).
 
-Costs: ``rlplace.costs`` (analytical, per aten op type; ``unknown_types`` lists the types
-without a formula) or ``profile_step``: the traced step run on this machine's CPU under
+Costs: ``rlplace.costs`` (analytical, per aten op type, with PyTorch's own FLOP counts where
+``torch.utils.flop_counter`` has a formula: ``counted_flops``; ``unknown_types`` lists the types
+without either) or ``profile_step``: the traced step run on this machine's CPU under
 ``torch.profiler``, one ``record_function`` range per op.
 """
 
@@ -113,7 +114,7 @@ def from_torch(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | torch.Te
     graph = step_graph(step, name or type(model).__name__, [n for n, _ in model.named_parameters()],
                        [n for n, _ in model.named_buffers()], holders if granularity == "module" else None)
     if costs == "analytical":
-        graph = with_analytical_costs(graph, device)
+        graph = with_analytical_costs(graph, device, counted_flops(step, graph))
     elif costs == "profile":
         measured = profile_step(step, profile_steps)
         graph = with_compute_time(graph, [measured.get(n, 0.0) for n in graph.names])
@@ -269,6 +270,8 @@ def step_graph(step: TorchStep, name: str, param_names: list[str], buffer_names:
     _pair_backward(records, nodes, position, step.module.meta["backward_marks"])
     if holders is not None:
         _group_by_module(records, nodes, step.module.meta, holders, source)
+    else:
+        _layer_by_top_module(records, nodes, step.module.meta, state_holders_of(param_names, buffer_names))
     return OpGraph.from_records(list(records.values()), [(s, d, b, p) for (s, d, p), b in edges.items()],
                                 name=name)
 
@@ -321,10 +324,8 @@ def _pair_backward(records, nodes, position, marks: list[tuple[int, int]]) -> No
                 records[n]["forward_op"] = records[fwd]["name"]
 
 
-def _group_by_module(records, nodes, meta, holders: dict[str, list[str]], source) -> None:
-    """``granularity="module"`` (module docstring): each op's colocation group and ``layer``
-    from the module that owns it (its forward op's, for a backward op; its state's, for the ops
-    already colocated with a parameter or buffer)."""
+def _owners(records, nodes, meta) -> dict[Any, str]:
+    """The innermost module running when each forward op was traced (the hooks' events)."""
     events = meta["module_owners"]
     forward_end = meta["backward_marks"][0][0] if meta["backward_marks"] else len(nodes)
     owner: dict[Any, str] = {}
@@ -335,6 +336,40 @@ def _group_by_module(records, nodes, meta, holders: dict[str, list[str]], source
             k += 1
         if n in records and n.op == "call_function" and current:
             owner[n] = current
+    return owner
+
+
+def state_holders_of(param_names: list[str], buffer_names: list[str]) -> dict[str, list[str]]:
+    """``state_holders`` from the names alone (the module of each parameter and buffer)."""
+    return {**{f"param:{p}": [p.rpartition(".")[0]] for p in param_names},
+            **{f"buffer:{b}": [b.rpartition(".")[0]] for b in buffer_names}}
+
+
+def _layer_by_top_module(records, nodes, meta, holders: dict[str, list[str]]) -> None:
+    """``granularity="op"``: each op's ``layer``, the forward rank of the top-level module (a
+    child of the model) that owns it: its own for a forward op, its forward op's for a backward
+    op, its tensor's for a parameter or buffer and the ops colocated with it. ``expert`` then
+    splits the model into contiguous stages, as it does at module granularity."""
+    top = {n: m.partition(".")[0] for n, m in _owners(records, nodes, meta).items()}
+    rank: dict[str, int] = {}
+    for n in nodes:
+        if n in top:
+            rank.setdefault(top[n], len(rank))
+    by_name = {r["name"]: n for n, r in records.items()}
+    state_top = {state: modules[0].partition(".")[0] for state, modules in holders.items()}
+    for n, record in records.items():
+        module = state_top.get(record["name"]) or state_top.get(record.get("colocation_group"))
+        if module is None:
+            module = top.get(n) or top.get(by_name.get(record.get("forward_op")))
+        if module in rank:
+            record["layer"] = rank[module]
+
+
+def _group_by_module(records, nodes, meta, holders: dict[str, list[str]], source) -> None:
+    """``granularity="module"`` (module docstring): each op's colocation group and ``layer``
+    from the module that owns it (its forward op's, for a backward op; its state's, for the ops
+    already colocated with a parameter or buffer)."""
+    owner = _owners(records, nodes, meta)
     by_name = {r["name"]: n for n, r in records.items()}
     modules = sorted({m for ms in holders.values() for m in ms} | set(owner.values()))
     index = {m: i for i, m in enumerate(modules)}
@@ -372,6 +407,24 @@ def _group_by_module(records, nodes, meta, holders: dict[str, list[str]], source
             record["colocation_group"] = group
             if layer_of_group.get(group) is not None:
                 record["layer"] = layer_of_group[group]
+
+
+def counted_flops(step: TorchStep, graph: OpGraph) -> np.ndarray:
+    """FLOPs of each op of ``graph`` that PyTorch's own flop counter has a formula for
+    (``torch.utils.flop_counter.flop_registry``: matrix products, convolutions and their
+    gradients, attention), from the traced shapes; NaN for the other ops. Not for the gradient
+    of a grouped convolution: the counter's weight-gradient formula ignores ``groups`` (1.5x the
+    textbook count for groups=2 in tests/test_import.py), so ``rlplace.costs``' rule counts it."""
+    from torch.utils.flop_counter import flop_registry
+
+    counted = np.full(graph.num_ops, np.nan)
+    for node in step.module.graph.nodes:
+        packet = getattr(node.target, "overloadpacket", None)
+        grouped = packet is torch.ops.aten.convolution_backward and node.args[9] != 1
+        if node.op == "call_function" and packet in flop_registry and node.name in graph.index and not grouped:
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda arg: arg.meta["val"])
+            counted[graph.index[node.name]] = flop_registry[packet](*args, **kwargs, out_val=node.meta["val"])
+    return counted
 
 
 def profile_step(step: TorchStep, steps: int = 3) -> dict[str, float]:
