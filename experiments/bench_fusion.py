@@ -87,7 +87,7 @@ def place(name: str, graph, cluster: Cluster, variant: str, coplacement: bool, *
     elapsed = time.perf_counter() - start
     placement.validate(graph, cluster)
     r = simulate(graph, cluster, placement)
-    return {"step_time": r.step_time, "oom": r.oom, "nodes_placed": placer.nodes_placed, "placement_time": elapsed}
+    return {"step_time": r.step_time, "oom": r.oom, "nodes_placed": placement.nodes_placed, "placement_time": elapsed}
 
 
 def longest_path(g) -> float:

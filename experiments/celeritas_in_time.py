@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.placer_quality import ZOO, gnmt_setting, layered_setting, zoo_setting  # noqa: E402
 from rlplace.errors import ArgumentParser, run_script  # noqa: E402
+from rlplace.placement import Placed, ops_placed  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.sim import lower_bound, simulate  # noqa: E402
 from rlplace.zoo import default_profile_path  # noqa: E402
@@ -60,14 +61,15 @@ def run(name: str, options: dict, graph, cluster, bound: float) -> dict:
     seconds = time.perf_counter() - start
     r = simulate(graph, cluster, placement)
     return {"ratio_lb": r.step_time / bound, "step_time": r.step_time, "oom": bool(r.oom),
-            "nodes_placed": int(getattr(placer, "nodes_placed", graph.num_ops)), "placement_time": seconds}
+            "nodes_placed": int(ops_placed(Placed.of(placement), graph)), "placement_time": seconds}
 
 
 def estimate(graph, cluster, in_time: bool) -> dict:
-    placer = make_placer("celeritas", fusion=False, memory_rounds=1, in_time=in_time, single_fallback=False)
-    r = simulate(graph, cluster, placer.place(graph, cluster))
-    peak = placer.planned_peak / np.maximum(r.peak_memory, 1)
-    return {"own_step_over_sim": placer.own_schedule.step_time / r.step_time,
+    placed = make_placer("celeritas", fusion=False, memory_rounds=1, in_time=in_time,
+                         single_fallback=False).place(graph, cluster)
+    r = simulate(graph, cluster, placed)
+    peak = placed.planned_peak / np.maximum(r.peak_memory, 1)
+    return {"own_step_over_sim": placed.schedule.step_time / r.step_time,
             "planned_peak_over_sim": [float(peak.min()), float(peak.max())]}
 
 

@@ -153,9 +153,9 @@ def own_vs_simulator(key: str, g: OpGraph, cluster: Cluster) -> dict:
     bound = lower_bound(g, cluster)
     row = {"graph": key}
     for name in PLACERS:
-        placer = make_placer(name, **VARIANTS["off"])
-        device = placer.place(g, cluster).device_of
-        s = placer.own_schedule
+        placed = make_placer(name, **VARIANTS["off"]).place(g, cluster)
+        device = placed.device_of
+        s = placed.schedule
         if not np.array_equal(s.op_device, device):  # fit_to_memory placed again after an OOM
             continue
         op_key = s.op_start
@@ -253,7 +253,7 @@ def markdown(res: dict) -> str:
         out.append(f"| {r['graph']} | {r['ops']} | " + " | ".join(cells) + " |")
     out += ["", "## m-ETF / m-SCT (optimizer off): own schedule vs the simulator", "",
             "Step time / lower bound of one placement: as the simulator runs it; as the placer scheduled it "
-            "(`own_schedule`); replayed with work-conserving channels (oldest request first); the same with "
+            "(`Placed.schedule`); replayed with work-conserving channels (oldest request first); the same with "
             "each device running its ops in the placer's order; and with the placer's op and transfer orders.", "",
             "| graph | placer | simulator | own | work-conserving | + placer's op order | + placer's transfer order |",
             "|---|---|---:|---:|---:|---:|---:|"]

@@ -3,9 +3,9 @@
     .venv/bin/python experiments/placer_estimates.py
 
 Every list scheduler (m-ETF, m-SCT, HEFT, Order-Place, Celeritas) plans on the execution model
-(``rlplace.schedule``) and keeps its own schedule (``placer.own_schedule``). This compares its
-step time with ``simulate()`` of its placement, with the graph optimizer off (the schedule is of
-the op graph itself), on layered DAGs with parallel and sequential transfers and on the GNMT
+(``rlplace.schedule``) and returns its own schedule with its placement (``Placed.schedule``).
+This compares its step time with ``simulate()`` of its placement, with the graph optimizer off
+(the schedule is of the op graph itself), on layered DAGs with parallel and sequential transfers and on the GNMT
 profile. m-ETF with parallel transfers must agree exactly (tests/test_schedule.py); the other
 cases differ by the rules each placer's docstring states. Writes
 experiments/results/placer_estimates.md and .json.
@@ -39,9 +39,9 @@ def main() -> None:
     rows = []
     for label, graph, cluster in settings():
         for name, options in PLACERS:
-            placer = make_placer(name, single_fallback=False, **options)  # the placers' own estimates
-            result = simulate(graph, cluster, placer.place(graph, cluster))
-            own = placer.own_schedule.step_time
+            placed = make_placer(name, single_fallback=False, **options).place(graph, cluster)  # own estimates
+            result = simulate(graph, cluster, placed)
+            own = placed.schedule.step_time
             rows.append({"setting": label, "placer": name, "own_step_time": own,
                          "simulated_step_time": result.step_time,
                          "relative_difference": own / result.step_time - 1})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -114,3 +114,39 @@ class Placement:
             return cls.from_dict(mapping, graph, cluster)
         except PlacementError as exc:
             raise PlacementError(f"{path}: {exc}") from None
+
+
+class Placed(Placement):
+    """A placement with what its placer knows of it: the placer contract (``rlplace.placers``).
+    A field is None where the placer does not know it.
+
+    * ``nodes_placed``: the nodes the placer decided on after its graph optimizer (ops or
+      groups; Baechi Table 5's "ops placed");
+    * ``schedule``: the placer's own schedule (``rlplace.schedule.trace.Schedule``) of the graph
+      it placed (after its optimizer: the fused or forward-only graph where it placed that);
+    * ``planned_peak``: peak bytes per device as the placer saw them while deciding;
+    * ``peak_memory``: peak bytes per device of its own schedule;
+    * ``fits``: whether the simulator ran the placement without OOM (where the placer checked);
+    * ``curve``: the best step time after each evaluation (search placers, trained policies);
+    * ``search``: a search's record, whose ``as_dict()`` results.json keeps
+      (``rlplace.placers.search.SearchResult``, ``rlplace.apps.beside.BesideResult``)."""
+
+    __slots__ = ("nodes_placed", "schedule", "planned_peak", "peak_memory", "fits", "curve", "search")
+
+    def __init__(self, device_of, *, nodes_placed: int | None = None, schedule: Any = None,
+                 planned_peak: np.ndarray | None = None, peak_memory: np.ndarray | None = None,
+                 fits: bool | None = None, curve: list[float] | None = None, search: Any = None):
+        super().__init__(device_of)
+        self.nodes_placed, self.schedule, self.planned_peak, self.peak_memory = (
+            nodes_placed, schedule, planned_peak, peak_memory)
+        self.fits, self.curve, self.search = fits, curve, search
+
+    @classmethod
+    def of(cls, placement: Placement) -> Placed:
+        """``placement`` as a Placed (one from a placer that knows nothing more: every field None)."""
+        return placement if isinstance(placement, Placed) else cls(placement.device_of)
+
+
+def ops_placed(placed: Placed, graph: OpGraph) -> int:
+    """The nodes ``placed``'s placer decided on: every op of ``graph`` unless it says fewer."""
+    return graph.num_ops if placed.nodes_placed is None else placed.nodes_placed

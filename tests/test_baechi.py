@@ -277,13 +277,13 @@ def test_the_kept_schedule_is_of_the_placement_returned(name, monkeypatch):
     monkeypatch.setattr(baechi._BaechiPlacer, "_place_within", recorded)
     g = layered(20, seed=0)
     c = Cluster.homogeneous(4, 3 * 10**5, load_preset("baechi_2080").comm)
-    placer = make_placer(name, **OFF)
-    device = placer.place(g, c).device_of
+    placed = make_placer(name, **OFF).place(g, c)
+    device = placed.device_of
     returned = [i for i, (d, _) in enumerate(rounds) if np.array_equal(d, device)]
     assert returned and returned[0] < len(rounds) - 1 and not np.array_equal(rounds[-1][0], device)
-    np.testing.assert_array_equal(placer.own_schedule.op_device, device)
-    np.testing.assert_array_equal(placer.planned_peak, rounds[returned[0]][1])
-    np.testing.assert_array_equal(placer.own_peak_memory, memory_peaks(g, 4, placer.own_schedule))
+    np.testing.assert_array_equal(placed.schedule.op_device, device)
+    np.testing.assert_array_equal(placed.planned_peak, rounds[returned[0]][1])
+    np.testing.assert_array_equal(placed.peak_memory, memory_peaks(g, 4, placed.schedule))
 
 
 def _variable_group_graph() -> OpGraph:
@@ -314,9 +314,9 @@ def test_deferred_sources_place_every_op_and_keep_groups(g, seed, mode):
     g = _with_colocation(g, rng.integers(-2, 3, g.num_ops))
     c = _units(3, 10**9, 0.5, mode)
     for name in SCHEDULERS:
-        placer = make_placer(name, **OFF)
-        device = placer.place(g, c).device_of
+        placed = make_placer(name, **OFF).place(g, c)
+        device = placed.device_of
         assert np.all((device >= 0) & (device < 3))
         for ops in g.colocation_groups.values():
             assert len(set(device[ops].tolist())) == 1
-        np.testing.assert_array_equal(placer.own_schedule.op_device, device)
+        np.testing.assert_array_equal(placed.schedule.op_device, device)

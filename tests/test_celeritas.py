@@ -290,8 +290,9 @@ def test_sequential_channels_are_planned_by_insertion():
     g = layered(1000, seed=1)
     c = Cluster.homogeneous(4, 8 * 2**30, CommModel(latency=1e-5, seconds_per_byte=1e-11, mode="sequential"))
     from rlplace.placers.celeritas import CeleritasPlacer
-    device, finish = CeleritasPlacer(fusion=False)._place_graph(g, c, c.memory, g.temporary_bytes + g.unread_output_bytes,
-                                                                cpd_topo(g, c))
+    schedule, _ = CeleritasPlacer(fusion=False)._place_graph(g, c, c.memory, g.temporary_bytes + g.unread_output_bytes,
+                                                              cpd_topo(g, c))
+    device, finish = schedule.op_device, schedule.op_end
     assert finish.max() < 1.15 * simulate(g, c, device).step_time
 
 
@@ -325,9 +326,9 @@ def test_fusion_fallback_keeps_the_faster_of_fused_and_unfused(name):
     for g in (layered(400, seed=1), fork_join(4, 100, output_bytes=10**8)):
         times, nodes = {}, {}
         for options in ({}, {"fusion_fallback": False}, {"fusion": False}):
-            placer = make_placer(name, **options)
-            times[tuple(options)] = simulate(g, cluster, placer.place(g, cluster)).step_time
-            nodes[tuple(options)] = placer.nodes_placed
+            placed = make_placer(name, **options).place(g, cluster)
+            times[tuple(options)] = simulate(g, cluster, placed).step_time
+            nodes[tuple(options)] = placed.nodes_placed
         both, fused, unfused = times[()], times[("fusion_fallback",)], times[("fusion",)]
         assert both == min(fused, unfused)
         assert nodes[()] == (nodes[("fusion_fallback",)] if fused <= unfused else g.num_ops)
@@ -356,11 +357,11 @@ def test_with_free_transfers_adjusting_placement_predicts_what_the_simulator_say
     c = Cluster.homogeneous(ndev, 10**9, CommModel(latency=0.0, seconds_per_byte=0.0))
     g = in_cpd_topo_order(g, c)
     assume((cpd_topo(g, c) == np.arange(g.num_ops)).all())
-    p = make_placer("celeritas", fusion=False)
-    r = simulate(g, c, p.place(g, c), trace=True)
-    np.testing.assert_array_equal(p.own_schedule.op_start, r.schedule.op_start)
-    assert p.own_schedule.step_time == r.step_time
-    assert p.own_peak_memory.tolist() == r.peak_memory.tolist()
+    p = make_placer("celeritas", fusion=False).place(g, c)
+    r = simulate(g, c, p, trace=True)
+    np.testing.assert_array_equal(p.schedule.op_start, r.schedule.op_start)
+    assert p.schedule.step_time == r.step_time
+    assert p.peak_memory.tolist() == r.peak_memory.tolist()
 
 
 @given(random_dags(), st.integers(1, 3), st.sampled_from([25, 60, 150]), st.sampled_from(["parallel", "sequential"]),
@@ -373,14 +374,14 @@ def test_a_placement_celeritas_says_fits_fits(g, ndev, memory, mode, fusion):
     Celeritas when it places the reader; a node Eq. 9 keeps on d_k, or one that waits for
     memory, starts later than the simulator would start it)."""
     c = Cluster.homogeneous(ndev, memory, CommModel(latency=0.5, seconds_per_byte=0.01, mode=mode))
-    p = make_placer("celeritas", fusion=fusion, exploration_range=3)
-    r = simulate(g, c, p.place(g, c), trace=True)
+    p = make_placer("celeritas", fusion=fusion, exploration_range=3).place(g, c)
+    r = simulate(g, c, p, trace=True)
     assert p.fits == (not r.oom)
     assert r.peak_memory.tolist() == memory_peaks(g, ndev, r.schedule).tolist()
     if p.nodes_placed == g.num_ops:  # the unfused graph's schedule
-        assert p.own_peak_memory.tolist() == memory_peaks(g, ndev, p.own_schedule).tolist()
-        if p.own_schedule.op_start.tolist() == r.schedule.op_start.tolist() and mode == "parallel":
-            assert p.own_peak_memory.tolist() == r.peak_memory.tolist()
+        assert p.peak_memory.tolist() == memory_peaks(g, ndev, p.schedule).tolist()
+        if p.schedule.op_start.tolist() == r.schedule.op_start.tolist() and mode == "parallel":
+            assert p.peak_memory.tolist() == r.peak_memory.tolist()
 
 
 @pytest.mark.parametrize("limit", [False, True])
@@ -393,10 +394,10 @@ def test_layered_dags_within_a_tenth_of_m_etf(limit):
 
     g, c, _ = layered_setting(1000, limit, seed=0)
     etf = simulate(g, c, make_placer("m_etf", coplacement=False, fusion=False).place(g, c))
-    p = make_placer("celeritas")
-    r = simulate(g, c, p.place(g, c))
+    p = make_placer("celeritas").place(g, c)
+    r = simulate(g, c, p)
     assert p.fits and not r.oom and r.step_time <= 1.1 * etf.step_time
     for in_time, lo, hi in ((True, 0.95, 1.05), (False, 1.3, np.inf)):
-        q = make_placer("celeritas", fusion=False, memory_rounds=1, in_time=in_time)
-        peak = simulate(g, c, q.place(g, c)).peak_memory
+        q = make_placer("celeritas", fusion=False, memory_rounds=1, in_time=in_time).place(g, c)
+        peak = simulate(g, c, q).peak_memory
         assert np.all((lo * peak <= q.planned_peak) & (q.planned_peak <= hi * peak)), q.planned_peak / peak

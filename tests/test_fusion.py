@@ -45,7 +45,7 @@ def _place(name: str, g: OpGraph, c: Cluster, rule: str | None, **options):
                          **options)
     p = placer.place(g, c)
     p.validate(g, c)  # every op placed once, no colocation group split
-    return simulate(g, c, p).step_time, p.device_of, placer.own_schedule.step_time
+    return simulate(g, c, p).step_time, p.device_of, p.schedule.step_time
 
 
 # ------------------------------------------------------------------------------ the causes
@@ -247,7 +247,7 @@ def test_placers_with_fusion_are_not_slower_than_without_on_training_graphs():
     gets a set. So the tolerance is on how often fusion makes things more than 5% slower: at most
     2% of the pairs, about what a millionth of noise does. What fusion can make slower is the
     schedule of the graph the placer places: with forward-only placement that is the forward
-    part (``own_schedule``), and the backward ops that follow their forward ops move the step by
+    part (``Placed.schedule``), and the backward ops that follow their forward ops move the step by
     as much again whichever device a tie gave (up to 1.40× here with forward schedules within
     0.7% of each other), so those pairs compare the placer's schedule and the others the step.
     By that measure the degree rule is more than 5% slower in 19 of these 640 pairs (3.0%, up

@@ -46,16 +46,15 @@ def test_a_placer_that_falls_back_knows_the_placement_it_returns(name):
     graph = training_graph(17, continuous=True)
     cluster = tight_cluster(graph, 4, 1.0, LINKS["sequential"])
     single = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64), trace=True)
-    placer = make_placer(name)
-    placement = placer.place(graph, cluster)
+    placement = make_placer(name).place(graph, cluster)
     assert simulate(graph, cluster, placement).step_time <= single.step_time * (1 + 1e-12)
     if np.all(placement.device_of == placement.device_of[0]):  # it fell back
-        np.testing.assert_array_equal(placer.own_schedule.op_device, placement.device_of)
-        np.testing.assert_allclose(placer.own_schedule.op_end, single.schedule.op_end)
+        np.testing.assert_array_equal(placement.schedule.op_device, placement.device_of)
+        np.testing.assert_allclose(placement.schedule.op_end, single.schedule.op_end)
         if name != "heft":
-            assert placer.nodes_placed == graph.num_ops
-            np.testing.assert_array_equal(placer.own_peak_memory, memory_peaks(
-                graph, cluster.num_devices, placer.own_schedule, cluster.memory_model))
+            assert placement.nodes_placed == graph.num_ops
+            np.testing.assert_array_equal(placement.peak_memory, memory_peaks(
+                graph, cluster.num_devices, placement.schedule, cluster.memory_model))
 
 
 def test_m_etf_without_the_fallback_is_the_paper_s_and_can_lose():

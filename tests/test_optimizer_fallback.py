@@ -47,15 +47,15 @@ def test_optimizer_on_is_never_slower_than_off_on_training_graphs(name):
         for c in _clusters(10**12).values():
             for forward_only in (True, False):
                 off, _, _ = _outcome(name, g, c, forward_only=forward_only, **OFF)
-                on, placer, p = _outcome(name, g, c, forward_only=forward_only)
+                on, _, p = _outcome(name, g, c, forward_only=forward_only)
                 assert on <= off
                 alone, _, _ = _outcome(name, g, c, forward_only=forward_only, optimizer_fallback=False)
                 assert on <= alone  # the fallback only ever replaces the optimized placement by a faster one
                 worse_without += alone[1] > 1.05 * off[1]
                 if name != "m_topo":  # what the placer reports is of the placement it returns
-                    assert placer.nodes_placed == len(placer.own_schedule.op_device)
-                    if not forward_only and placer.nodes_placed == g.num_ops:
-                        assert placer.own_schedule.op_device.tolist() == p.device_of.tolist()
+                    assert p.nodes_placed == len(p.schedule.op_device)
+                    if not forward_only and p.nodes_placed == g.num_ops:
+                        assert p.schedule.op_device.tolist() == p.device_of.tolist()
     assert worse_without > 0
 
 

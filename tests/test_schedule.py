@@ -284,8 +284,8 @@ def test_m_etf_is_the_literal_list_scheduler(g, ndev):
     placement = placer.place(g, c)
     device, start, end = literal_m_etf(g, c)
     assert placement.device_of.tolist() == device
-    np.testing.assert_array_equal(placer.own_schedule.op_start, start)
-    np.testing.assert_array_equal(placer.own_schedule.op_end, end)
+    np.testing.assert_array_equal(placement.schedule.op_start, start)
+    np.testing.assert_array_equal(placement.schedule.op_end, end)
 
 
 def holds_sources(g: OpGraph) -> bool:
@@ -310,12 +310,12 @@ def test_m_etf_predicts_what_the_simulator_says(g, ndev):
     if holds_sources(g):
         return
     c = cluster(ndev, "parallel")
-    placer = make_placer("m_etf", **ETF_OFF)
-    r = simulate(g, c, placer.place(g, c), trace=True)
-    np.testing.assert_array_equal(placer.own_schedule.op_start, r.schedule.op_start)
-    np.testing.assert_array_equal(placer.own_schedule.op_end, r.schedule.op_end)
-    assert placer.own_schedule.step_time == r.step_time
-    assert placer.own_peak_memory.tolist() == r.peak_memory.tolist()
+    placed = make_placer("m_etf", **ETF_OFF).place(g, c)
+    r = simulate(g, c, placed, trace=True)
+    np.testing.assert_array_equal(placed.schedule.op_start, r.schedule.op_start)
+    np.testing.assert_array_equal(placed.schedule.op_end, r.schedule.op_end)
+    assert placed.schedule.step_time == r.step_time
+    assert placed.peak_memory.tolist() == r.peak_memory.tolist()
 
 
 @given(typed_dags(), st.integers(1, 4))
@@ -323,10 +323,10 @@ def test_m_etf_predicts_what_the_simulator_says_with_tf_reuse(g, ndev):
     if holds_sources(g):
         return
     c = cluster(ndev, "parallel", memory_model="tf_reuse")
-    placer = make_placer("m_etf", **ETF_OFF)
-    r = simulate(g, c, placer.place(g, c), trace=True)
-    np.testing.assert_array_equal(placer.own_schedule.op_end, r.schedule.op_end)
-    assert placer.own_peak_memory.tolist() == r.peak_memory.tolist()
+    placed = make_placer("m_etf", **ETF_OFF).place(g, c)
+    r = simulate(g, c, placed, trace=True)
+    np.testing.assert_array_equal(placed.schedule.op_end, r.schedule.op_end)
+    assert placed.peak_memory.tolist() == r.peak_memory.tolist()
 
 
 @given(typed_dags(times=(0.5, 1.0, 2.5)), st.sampled_from(["default", "tf_reuse"]))
@@ -334,9 +334,9 @@ def test_m_etfs_memory_accounting_on_one_device_is_the_simulators(g, memory_mode
     """The memory m-ETF books while it decides (hold_op_memory, with the releases of shared
     buffers) peaks where the simulator's does when every op takes time on one device."""
     c = cluster(1, "parallel", memory_model=memory_model)
-    placer = make_placer("m_etf", **ETF_OFF)
-    r = simulate(g, c, placer.place(g, c))
-    assert placer.planned_peak.tolist() == r.peak_memory.tolist()
+    placed = make_placer("m_etf", **ETF_OFF).place(g, c)
+    r = simulate(g, c, placed)
+    assert placed.planned_peak.tolist() == r.peak_memory.tolist()
 
 
 OWN_SCHEDULE = [("m_etf", ETF_OFF), ("m_sct", ETF_OFF), ("heft", {}), ("celeritas", dict(fusion=False)),
@@ -355,9 +355,8 @@ def test_a_placers_own_schedule_is_a_schedule_of_its_placement(g, ndev, mode, pl
     contention, as in the original)."""
     c = cluster(ndev, mode)
     name, options = placer
-    p = make_placer(name, **options)
-    placement = p.place(g, c)
-    s = p.own_schedule
+    placement = make_placer(name, **options).place(g, c)
+    s = placement.schedule
     np.testing.assert_array_equal(s.op_device, placement.device_of)
     np.testing.assert_allclose(s.op_end - s.op_start, g.compute_time / c.speeds[s.op_device])
     eps = 1e-9

@@ -34,7 +34,7 @@ import numpy as np
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
-from rlplace.placement import Placement
+from rlplace.placement import Placed, Placement
 from rlplace.placers import make_placer
 from rlplace.placers.search import LocalSearch, SearchResult
 
@@ -154,7 +154,7 @@ class SearchBeside:
             raise PlacementError(f"{self.label} did not place, so there is no start to search beside it from")
         run = LearnedRun(self.label, start, start_name, int(progress["evaluated"]), float(progress["elapsed"]))
         self.result = search_at(graph, cluster, run, self.budget, self.seed, self.backend, self.max_seconds)
-        return self.result.search.placement
+        return Placed(self.result.search.placement.device_of, curve=self.result.curve, search=self.result)
 
 
 def beside_placers(placers: Sequence[tuple[str, Any]], graph: OpGraph, cluster: Cluster, seed: int = 0,

@@ -43,6 +43,7 @@ from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.options import check_ranges
+from rlplace.placement import Placed, ops_placed
 from rlplace.placers import available_placers, make_placer
 from rlplace.placers.search import SEARCH_PLACERS
 from rlplace.presets import instantiate_node
@@ -85,7 +86,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
     for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False, disable=None):  # a bar on a terminal
         start = time.perf_counter()
         try:
-            placement = placer.place(graph, cluster)
+            placement = Placed.of(placer.place(graph, cluster))
             placement_time = time.perf_counter() - start
             result = backend.evaluate(graph, cluster, placement)
         except Exception as exc:  # noqa: BLE001 - one placer's failure must not cost the others
@@ -94,7 +95,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
             records.append({"placer": name, "error": error, "placement_time": time.perf_counter() - start, **bounds})
         else:
             records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
-                            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops), **_search_record(placer),
+                            "ops_placed": ops_placed(placement, graph), **_search_record(placement),
                             **bounds})
             placements[name] = placement
         if placements:  # once one placer has placed, failures are said as they come (above the bar)
@@ -167,15 +168,15 @@ def _placer(name: str, seed: int, options: dict, backend):
     return make_placer(name, **{"seed": seed, "backend": backend, **options})  # placer_options.<name>.seed wins
 
 
-def _search_record(placer) -> dict:
-    """A search placer's record for results.json: ``curve`` (best step time after each
-    evaluation) and ``search`` (its start, evaluations, ...); a trained policy's training curve."""
-    result = getattr(placer, "result", None)
-    if result is None or not hasattr(result, "curve"):
-        curve = getattr(placer, "training_curve", None)
-        return {"curve": curve} if curve else {}
-    summary = result.as_dict()
-    return {"curve": summary.pop("curve"), "search": summary}
+def _search_record(placed: Placed) -> dict:
+    """What results.json keeps of a placement's ``curve`` (best step time after each evaluation:
+    a search's or a trained policy's) and of a search (its start, evaluations, ...)."""
+    record = {"curve": list(placed.curve)} if placed.curve else {}
+    if placed.search is not None:
+        summary = placed.search.as_dict()
+        summary.pop("curve")
+        record["search"] = summary
+    return record
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="compare")

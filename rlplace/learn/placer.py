@@ -25,7 +25,7 @@ from rlplace.backends import SimBackend
 from rlplace.cluster import Cluster
 from rlplace.errors import CheckpointError, ConfigError
 from rlplace.graph import OpGraph
-from rlplace.placement import Placement
+from rlplace.placement import Placed, Placement
 
 
 class PolicyPlacer:
@@ -68,4 +68,4 @@ class PolicyPlacer:
                 [t if ok else math.inf for t, ok in zip(progress["step_times"], progress["valid"])]).tolist()
             first = progress.get("first_actions")
             self.first_placement = None if first is None else env.units.expand(np.asarray(first))
-        return env.units.expand(policy.greedy().cpu().numpy())
+        return Placed(env.units.expand(policy.greedy().cpu().numpy()), curve=self.training_curve)

@@ -1,8 +1,9 @@
 """Placers: anything with ``place(graph, cluster) -> Placement``, registered by name.
 
 ``make_placer("random", seed=3)`` builds one; ``available_placers()`` lists the names. A placer
-whose graph optimizer groups ops sets ``nodes_placed`` in ``place()``: the number of nodes (ops
-or groups) it decided on (Baechi Table 5's "ops placed").
+that knows more about its placement than the devices returns a ``Placed`` (a Placement with
+``nodes_placed``, its own ``schedule`` and peaks, ``fits``, a search's ``curve`` and record:
+``rlplace.placement.Placed``); callers read those there, never from the placer.
 """
 
 from __future__ import annotations

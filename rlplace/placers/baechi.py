@@ -45,9 +45,9 @@ and 1.17x ``single`` on the GNMT profile (baechi_2080) and up to 1.31x on Incept
 Table 4 at full memory), and up to 1.47x on random training steps that fit one device
 (tests/test_never_slower_than_single.py).
 
-Both run on the execution model (``rlplace.schedule``) and keep their own schedule of the graph
-they placed (``own_schedule``, ``own_peak_memory``). With the graph optimizer off, parallel
-transfers and ops that take time, m-ETF's own schedule is exactly the simulator's schedule of its
+Both run on the execution model (``rlplace.schedule``) and return their own schedule of the graph
+they placed with the placement (``Placed.schedule``, ``Placed.peak_memory``). With the graph
+optimizer off, parallel transfers and ops that take time, m-ETF's own schedule is exactly the simulator's schedule of its
 placement (tested), because it places (op, device) pairs in the order they start and breaks ties
 as the simulator does (earliest ready, then lower index). Where they differ, and why:
 sequential transfers are booked when m-ETF/m-SCT place the reader (§3.4), the simulator books
@@ -71,7 +71,7 @@ from rlplace.cluster import Cluster
 from rlplace.coarsen import GraphOptimizer, deferred_sets, follow_forward, forward_part
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
-from rlplace.placement import Placement
+from rlplace.placement import Placed
 from rlplace.placers import register
 from rlplace.placers.fit import fastest_fit, known_of_one_device, whole_graph_on_one_device
 from rlplace.placers.sct_lp import LP_METHODS, favorite_children
@@ -82,7 +82,8 @@ from rlplace.schedule.ops import (book_inputs, defer, duration, fits, hold_op_me
 from rlplace.sim import simulate
 
 
-_KNOWN = ("nodes_placed", "planned_peak", "own_schedule", "own_peak_memory")  # set by each placement
+# What the placer knows of a placement: the Placed fields each round fills (m-TOPO: no schedule)
+_KNOWN = ("nodes_placed", "planned_peak", "schedule", "peak_memory")
 
 
 @dataclass
@@ -102,7 +103,7 @@ class _BaechiPlacer:
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
     single_fallback: bool = True  # never slower than the whole graph on one device where that fits
 
-    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placed:
         if not 0 < self.memory_fraction <= 1:
             raise ConfigError(f"{type(self).__name__}: memory_fraction must be in (0, 1], "
                               f"got {self.memory_fraction!r}")
@@ -124,8 +125,8 @@ class _BaechiPlacer:
                 graph, cluster, caps, self.memory_rounds, placed)
         finally:
             self._memo = {}
-        vars(self).update(rounds.get(device.tobytes()) or dict(zip(_KNOWN, known_of_one_device(graph, result))))
-        return Placement(device)
+        known = rounds.get(device.tobytes()) or dict(zip(_KNOWN, known_of_one_device(graph, result)))
+        return Placed(device, **known, fits=not result.oom)
 
     def _once(self, key, make):
         """``make()``, computed once per ``place``: the forward part, the graph optimizer's
@@ -140,45 +141,53 @@ class _BaechiPlacer:
         """One device per op within ``caps`` (through the graph optimizer with ``optimize``), and
         the peak bytes per device the placer planned; ``rounds[device bytes]`` keeps what the
         placer knew of the placement (``_KNOWN``) the first way it came to it."""
-        self.planned_peak = caps  # m-TOPO's plan is its cap; the list schedulers set their own
         if single_peak is not None and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
             sub, keep = self._once("forward_part", lambda: forward_part(graph))
-            device = follow_forward(graph, keep, self._optimize_and_place(sub, cluster, caps, optimize))
+            forward_device, known = self._optimize_and_place(sub, cluster, caps, optimize)
+            device = follow_forward(graph, keep, forward_device)
         else:
-            device = self._optimize_and_place(graph, cluster, caps, optimize)
-        rounds.setdefault(device.tobytes(), {k: getattr(self, k) for k in _KNOWN if hasattr(self, k)})
-        return device, self.planned_peak
+            device, known = self._optimize_and_place(graph, cluster, caps, optimize)
+        known = {"planned_peak": caps, **known}  # m-TOPO's plan is its cap; the list schedulers set their own
+        rounds.setdefault(device.tobytes(), known)
+        return device, known["planned_peak"]
 
-    def _optimize_and_place(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray, optimize: bool) -> np.ndarray:
-        """Baechi's graph optimizer (with ``optimize``), then the placer on its groups: one device per op."""
+    def _optimize_and_place(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray,
+                            optimize: bool) -> tuple[np.ndarray, dict]:
+        """Baechi's graph optimizer (with ``optimize``), then the placer on its groups: one device
+        per op, and what the placer knew of it (``_KNOWN``: the nodes placed and ``_place_work``'s)."""
         if not optimize:
-            self.nodes_placed = graph.num_ops
-            return self._place_work(graph, cluster, caps, False)
+            device, known = self._place_work(graph, cluster, caps, False)
+            return device, {"nodes_placed": graph.num_ops, **known}
         coarse = self._once(("coarse", id(graph)), lambda: GraphOptimizer(
             self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule,
             self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm))
         work = self._once(("work", id(graph)), coarse.quotient)
-        self.nodes_placed = work.num_ops
-        return coarse.expand(self._place_work(work, cluster, caps, True)).device_of
+        work_device, known = self._place_work(work, cluster, caps, True)
+        return coarse.expand(work_device).device_of, {"nodes_placed": work.num_ops, **known}
 
     def _groups(self, work: OpGraph, optimized: bool) -> dict[str, np.ndarray]:
         """The sets placed together: the quotient's colocation groups (which are the
         optimizer's co-placement sets), or TensorFlow's colocation groups when not optimizing."""
         return work.colocation_groups if (optimized or self.colocation) else {}
 
-    def _place_work(self, work: OpGraph, cluster: Cluster, caps: np.ndarray, optimized: bool) -> np.ndarray:
+    def _place_work(self, work: OpGraph, cluster: Cluster, caps: np.ndarray,
+                    optimized: bool) -> tuple[np.ndarray, dict]:
+        """One device per node of ``work``, and what the placer knew of it (``_KNOWN``: the
+        list schedulers their schedule and peaks, ``_keep_schedule``; m-TOPO nothing)."""
         raise NotImplementedError
 
-    def _keep_schedule(self, work: OpGraph, cluster: Cluster, m: Model) -> np.ndarray:
-        """Keep the placer's own schedule of the graph it placed (after its graph optimizer;
-        with forward-only placement, the forward ops) as ``own_schedule``, and the peak memory
-        per device it predicts as ``own_peak_memory``; returns the devices. ``place`` keeps
-        those of the round whose placement it returns (``rounds`` in ``_place_within``)."""
-        self.own_schedule: Schedule = schedule_of(m, work)
-        self.own_peak_memory = memory_peaks(work, cluster.num_devices, self.own_schedule, cluster.memory_model)
-        self.planned_peak = m.memory.peak.copy()  # as the placer saw it while deciding
-        return self.own_schedule.op_device
+    @staticmethod
+    def _keep_schedule(work: OpGraph, cluster: Cluster, m: Model) -> tuple[np.ndarray, dict]:
+        """The devices of the placer's own schedule in ``m`` of the graph it placed (after its
+        graph optimizer; with forward-only placement, the forward ops), and what it knew of it:
+        that ``schedule``, the peak memory per device it predicts (``peak_memory``) and the
+        ``planned_peak`` it saw while deciding. ``place`` returns those of the round whose
+        placement it returns (``rounds`` in ``_place_within``)."""
+        schedule: Schedule = schedule_of(m, work)
+        peak_memory = memory_peaks(work, cluster.num_devices, schedule, cluster.memory_model)
+        return schedule.op_device, {"planned_peak": m.memory.peak.copy(), "schedule": schedule,
+                                    "peak_memory": peak_memory}
 
 
 @register("m_topo")
@@ -211,7 +220,7 @@ class MTopoPlacer(_BaechiPlacer):
                 device[i] = d
             else:
                 device[i] = device[u]
-        return device
+        return device, {}
 
 
 @register("m_etf")

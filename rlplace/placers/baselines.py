@@ -13,7 +13,7 @@ from rlplace.cluster import Cluster
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
-from rlplace.placement import Placement
+from rlplace.placement import Placed, Placement
 from rlplace.placers import register
 from rlplace.placers.fit import fastest_fit, whole_graph_on_one_device
 from rlplace.schedule import Schedule, new_model, schedule_of
@@ -227,15 +227,15 @@ class HeftPlacer:
     single_fallback: bool = True
     contention_free: bool = True
 
-    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        self.own_schedule = self.schedule(graph, cluster).schedule
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placed:
+        schedule = self.schedule(graph, cluster).schedule
         if self.single_fallback:
-            own = self.own_schedule.op_device
+            own = schedule.op_device
             device, result = fastest_fit([], graph, cluster, cluster.memory, 1, [
                 (own, simulate(graph, cluster, own)), *whole_graph_on_one_device(graph, cluster)])
             if device is not own:
-                self.own_schedule = result.schedule
-        return Placement(self.own_schedule.op_device)
+                schedule = result.schedule
+        return Placed(schedule.op_device, schedule=schedule)
 
     def schedule(self, graph: OpGraph, cluster: Cluster) -> HeftSchedule:
         order = rank_order(graph, cluster)

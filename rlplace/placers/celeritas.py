@@ -44,7 +44,7 @@ from rlplace.cluster import Cluster, CommModel
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
-from rlplace.placement import Placement
+from rlplace.placement import Placed
 from rlplace.placers import register
 from rlplace.placers.fit import fastest_fit, known_of_one_device, whole_graph_on_one_device
 from rlplace.schedule import Schedule, memory_peaks, new_model, schedule_of
@@ -195,11 +195,11 @@ class _CeleritasPlacer:
     model (``_adjust_in_time``); False: the paper's plan, CPD-TOPO order with insertion into idle
     slots and the memory sums of the module docstring.
 
-    After ``place``: ``fits`` (the simulator runs the placement within every device's memory),
-    ``own_schedule`` (of the graph placed: the fused graph unless the unfused placement won),
-    ``own_peak_memory`` (that schedule's peak bytes per device by the simulator's memory rules,
-    ``rlplace.schedule.memory_peaks``), ``planned_peak`` (the peak as the placer saw it while
-    deciding) and ``nodes_placed``."""
+    ``place`` returns a ``Placed`` with ``fits`` (the simulator runs the placement within every
+    device's memory), ``schedule`` (the placer's own, of the graph placed: the fused graph unless
+    the unfused placement won), ``peak_memory`` (that schedule's peak bytes per device by the
+    simulator's memory rules, ``rlplace.schedule.memory_peaks``), ``planned_peak`` (the peak as
+    the placer saw it while deciding) and ``nodes_placed``."""
 
     fusion: bool = True
     exploration_range: int = 200
@@ -214,7 +214,7 @@ class _CeleritasPlacer:
     adjust: ClassVar[bool]
     name: ClassVar[str]
 
-    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placed:
         if not 0 < self.memory_fraction <= 1:
             raise ConfigError(f"{self.name}: memory_fraction must be in (0, 1], got {self.memory_fraction}")
         if not self.fusion_memory_fraction > 0:
@@ -229,27 +229,31 @@ class _CeleritasPlacer:
         placed = whole_graph_on_one_device(graph, cluster) if self.single_fallback else []
         device, result = fastest_fit([lambda budget, fuse=fuse: self._place_within(graph, cluster, budget, fuse, rounds)
                                       for fuse in fuses], graph, cluster, cap, self.memory_rounds, placed)
-        self.nodes_placed, self.planned_peak, self.own_schedule, self.own_peak_memory = (
+        nodes_placed, planned_peak, schedule, peak_memory = (
             rounds.get(device.tobytes()) or known_of_one_device(graph, result))
-        self.fits = not result.oom
-        return Placement(device)
+        return Placed(device, nodes_placed=nodes_placed, schedule=schedule, planned_peak=planned_peak,
+                      peak_memory=peak_memory, fits=not result.oom)
 
     def _place_within(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray, fuse: bool,
                       rounds: dict) -> tuple[np.ndarray, np.ndarray]:
         """One device per op within ``cap`` (of the fused graph's nodes with ``fuse``), and the
         peak bytes per device the placer planned; ``rounds[device bytes]`` keeps the node count,
         that peak, the own schedule and its peak memory (of the first way it came to a placement)."""
-        device = self._place_nodes(graph, cluster, cap, fuse)
-        rounds.setdefault(device.tobytes(), (self.nodes_placed, self.planned_peak, self.own_schedule, self.own_peak_memory))
-        return device, self.planned_peak
+        device, known = self._place_nodes(graph, cluster, cap, fuse)
+        rounds.setdefault(device.tobytes(), known)
+        return device, known[1]
 
-    def _place_nodes(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray, fuse: bool) -> np.ndarray:
-        """One device per op: the graph (``fuse``: its fused nodes) placed within ``cap``."""
+    def _place_nodes(self, graph: OpGraph, cluster: Cluster, cap: np.ndarray,
+                     fuse: bool) -> tuple[np.ndarray, tuple[int, np.ndarray, Schedule, np.ndarray]]:
+        """One device per op: the graph (``fuse``: its fused nodes) placed within ``cap``; and
+        what the placer knew of it: the nodes placed, the peak bytes per device it planned, its
+        own schedule (of the graph it placed) and that schedule's peak memory."""
         if not fuse or graph.num_ops == 0:
-            device, _ = self._place_graph(graph, cluster, cap, graph.temporary_bytes + graph.unread_output_bytes,
-                                          cpd_topo(graph, cluster))
-            self.nodes_placed = graph.num_ops
-            return device
+            schedule, planned_peak = self._place_graph(graph, cluster, cap,
+                                                       graph.temporary_bytes + graph.unread_output_bytes,
+                                                       cpd_topo(graph, cluster))
+            return schedule.op_device, (graph.num_ops, planned_peak, schedule,
+                                        memory_peaks(graph, cluster.num_devices, schedule, cluster.memory_model))
         coarse = optimal_fusion(graph, cluster, self.exploration_range,
                                 self.fusion_memory_fraction * float(cap.min()), self.fusion_keeps_parallelism)
         # A fused node holds ops of many colocation groups; pinning whole nodes to their groups'
@@ -259,16 +263,18 @@ class _CeleritasPlacer:
         np.add.at(inside, coarse.group_of, graph.temporary_bytes + graph.output_total)
         transient = inside - (q.output_total - q.unread_output_bytes)
         order = cpd_topo(q, cluster)
-        device, _ = self._place_graph(q, cluster, cap, transient, order)
-        self.nodes_placed = q.num_ops
+        schedule, planned_peak = self._place_graph(q, cluster, cap, transient, order)
+        device = schedule.op_device
         rank = np.empty(q.num_ops, dtype=np.int64)
         rank[order] = np.arange(q.num_ops)
-        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of])
+        return follow_first_placed(graph, device[coarse.group_of], rank[coarse.group_of]), (
+            q.num_ops, planned_peak, schedule, memory_peaks(q, cluster.num_devices, schedule, cluster.memory_model))
 
     def _place_graph(self, g: OpGraph, cluster: Cluster, cap: np.ndarray, transient: np.ndarray,
-                     order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The device of every node of ``g``, placed in ``order``, and its finish time in the
-        placer's own schedule; ``transient``: bytes a node needs only while it runs."""
+                     order: np.ndarray) -> tuple[Schedule, np.ndarray]:
+        """The placer's own schedule of ``g`` (the device of every node, placed in ``order``, and
+        its start and finish times) and the peak bytes per device it planned; ``transient``:
+        bytes a node needs only while it runs."""
         coloc = colocation_ids(g)
         member = coloc >= 0
         groups = len(g.colocation_groups)
@@ -297,10 +303,7 @@ class _CeleritasPlacer:
             m = new_model(g, cluster, insertion=True)
             _place(m, order, self.adjust, cap, edge_cost, np.asarray(transient, dtype=np.int64),
                    coloc, coloc_persistent, coloc_reserve)
-        self.own_schedule: Schedule = schedule_of(m, g)  # of ``g``: the fused graph unless fusion=False
-        self.own_peak_memory = memory_peaks(g, cluster.num_devices, self.own_schedule, cluster.memory_model)
-        self.planned_peak = m.memory.peak.copy()
-        return self.own_schedule.op_device, self.own_schedule.op_end
+        return schedule_of(m, g), m.memory.peak.copy()  # of ``g``: the fused graph unless fusion=False
 
 
 def colocation_ids(graph: OpGraph) -> np.ndarray:

@@ -45,7 +45,7 @@ from rlplace.cluster import Cluster
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
-from rlplace.placement import Placement
+from rlplace.placement import Placed, Placement
 from rlplace.placers import available_placers, make_placer, register
 from rlplace.progress import progress_bar
 from rlplace.sim import simulate_many
@@ -203,7 +203,7 @@ class SearchPlacer:
             result.verified = {**self.backend.record(), "final": None if best is None else best.as_dict()}
             if best is not None:
                 result.placement = Placement(best.placement)
-        return result.placement
+        return Placed(result.placement.device_of, curve=result.curve, search=result)
 
     def search(self, graph: OpGraph, cluster: Cluster, start: Placement, start_name: str = "given",
                score: tuple[float, float] | None = None, spent: int = 0, clock: float | None = None) -> SearchResult:

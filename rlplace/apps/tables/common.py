@@ -21,6 +21,7 @@ from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.costs import with_analytical_costs  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
+from rlplace.placement import Placed, ops_placed  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
 from rlplace.presets import load_preset  # noqa: E402
 from rlplace.progress import progress_bar  # noqa: E402
@@ -148,14 +149,14 @@ def run_placer(name: str, graph: OpGraph, cluster: Cluster, options: dict | None
     warm_up(name, cluster, options)
     placer = make_placer(name, seed=0, **(options or {}))
     start = time.perf_counter()
-    placement = placer.place(graph, cluster)
+    placement = Placed.of(placer.place(graph, cluster))
     elapsed = time.perf_counter() - start
     placement.validate(graph, cluster)
     result = simulate(graph, cluster, placement)
     return {"placer": name, "options": options or {}, "graph": graph.name, "ops": graph.num_ops,
             "placement_time": elapsed, "step_time": result.step_time, "oom": result.oom,
             "peak_memory": [int(b) for b in result.peak_memory],
-            "ops_placed": getattr(placer, "nodes_placed", graph.num_ops)}
+            "ops_placed": ops_placed(placement, graph)}
 
 
 def run_placers(setting: Setting, cluster: Cluster, placers: Sequence[str], table: Mapping[str, Any],
