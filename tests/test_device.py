@@ -196,10 +196,8 @@ def test_a_policy_scores_on_the_gpu_as_on_the_cpu(problem, agent, variant, full_
         results.append((log_p.cpu(), entropy.cpu(), {n: p.grad.cpu() for n, p in policy.named_parameters()
                                                      if p.grad is not None}))
     (lp_c, ent_c, grad_c), (lp_g, ent_g, grad_g) = results
-    explain = getattr(cpu, "extras_for", None)
-    if explain is not None:
-        for name, tensor in explain(sample.actions).items():
-            assert torch.equal(gpu.extras_for(sample.actions.cuda())[name].cpu(), tensor), name
+    for name, tensor in cpu.extras_for(sample.actions).items():
+        assert torch.equal(gpu.extras_for(sample.actions.cuda())[name].cpu(), tensor), name
     torch.testing.assert_close(lp_g, lp_c, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(ent_g, ent_c, rtol=1e-4, atol=1e-4)
     assert grad_c.keys() == grad_g.keys() and grad_c

@@ -54,6 +54,11 @@ class Policy(Protocol):
     def greedy(self) -> torch.Tensor:
         """The most likely placement, [num_units] device indices."""
 
+    def extras_for(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The ``extras`` with which ``log_prob`` scores placements ``actions`` [k, U] the policy
+        did not sample (behaviour cloning of a heuristic's placement): a latent choice that
+        produces them (the Hierarchical Planner's grouping); ``{}`` for a policy without one."""
+
 
 @dataclass
 class Batch:

@@ -10,7 +10,7 @@ they serve every agent:
     and the algorithm's reward baseline starts at its reward.
 
 A policy with latent choices (the Hierarchical Planner's grouping) scores a placement it did not
-sample through ``extras_for(actions)``; a policy without one needs no extras.
+sample through the extras ``Policy.extras_for(actions)`` gives; a policy without one gives none.
 """
 
 from __future__ import annotations
@@ -64,11 +64,6 @@ def heuristic_start(problem, placer: str, seed: int = 0, **options) -> Heuristic
     return HeuristicStart(names[j], *found[j], float(step[j]), bool(overflow[j] > 0))
 
 
-def extras_for(policy: Policy, actions: torch.Tensor) -> dict[str, torch.Tensor]:
-    explain = getattr(policy, "extras_for", None)
-    return explain(actions) if explain is not None else {}
-
-
 def behaviour_clone(policy: Policy, actions: torch.Tensor, config: WarmStartConfig) -> dict[str, float]:
     """Supervised pre-training on one placement ``actions`` [U]: Adam on -log p(actions)/U with
     the gradient clipped to norm 1, until the greedy placement agrees on
@@ -85,7 +80,7 @@ def behaviour_clone_jointly(targets: Sequence[tuple[Policy, torch.Tensor]],
     ``bc_target_accuracy`` of its units. Returns the loss summed over the problems and the least
     accuracy among them."""
     targets = [(policy, actions.to(device_of(policy))) for policy, actions in targets]
-    extras = [extras_for(policy, actions.unsqueeze(0)) for policy, actions in targets]
+    extras = [policy.extras_for(actions.unsqueeze(0)) for policy, actions in targets]
     parameters = list({id(p): p for policy, _ in targets for p in policy.parameters()}.values())
     optimizer = torch.optim.Adam(parameters, lr=config.bc_lr)
     accuracy, loss, step = least_agreement(targets), float("nan"), 0

@@ -113,6 +113,9 @@ class LearnedPolicy(nn.Module):
     def greedy(self) -> torch.Tensor:
         return torch.as_tensor(self._pass(self.network(), None)[0], device=self.layers[0].weight.device)
 
+    def extras_for(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {}  # log_prob needs the feature rows a sample recorded, so it refuses to clone
+
 
 def build(env, device: torch.device, **options) -> LearnedPolicy:
     """The policy for a PlacementEnv on ``device``, its weights read from ``weights`` (the shipped

@@ -250,6 +250,9 @@ class MarsPolicy(nn.Module):
     def greedy(self) -> torch.Tensor:
         return self._decide(1, noise=torch.zeros(1, self.num_units, self.num_devices, device=self.x.device))[0][0]
 
+    def extras_for(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {}  # no latent choice: log_prob scores any placement
+
 
 def hashed_op_types(graph, ops: np.ndarray, buckets: int) -> np.ndarray:
     """The op type of each of ``ops`` as CRC-32 of its name modulo ``buckets``: the same id for
