@@ -43,7 +43,7 @@ from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.options import check_ranges
-from rlplace.placement import Placed, ops_placed
+from rlplace.placers.run import run_placer
 from rlplace.placers import available_placers, make_placer
 from rlplace.placers.search import SEARCH_PLACERS
 from rlplace.presets import instantiate_node
@@ -86,18 +86,14 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
     for name, placer in tqdm(placers, desc="placers", unit="placer", leave=False, disable=None):  # a bar on a terminal
         start = time.perf_counter()
         try:
-            placement = Placed.of(placer.place(graph, cluster))
-            placement_time = time.perf_counter() - start
-            result = backend.evaluate(graph, cluster, placement)
+            run = run_placer(name, placer, graph, cluster, backend)
         except Exception as exc:  # noqa: BLE001 - one placer's failure must not cost the others
             error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
             failures.append(f"{PROG}: placer {name} failed: {error}")
             records.append({"placer": name, "error": error, "placement_time": time.perf_counter() - start, **bounds})
         else:
-            records.append({"placer": name, **result.as_dict(), "placement_time": placement_time,
-                            "ops_placed": ops_placed(placement, graph), **_search_record(placement),
-                            **bounds})
-            placements[name] = placement
+            records.append({**run.record(graph), **bounds})
+            placements[name] = run.placement
         if placements:  # once one placer has placed, failures are said as they come (above the bar)
             for line in failures:
                 tqdm.write(line, file=sys.stderr)
@@ -166,17 +162,6 @@ def _placer(name: str, seed: int, options: dict, backend):
 
         return PolicyPlacer.from_spec(name)
     return make_placer(name, **{"seed": seed, "backend": backend, **options})  # placer_options.<name>.seed wins
-
-
-def _search_record(placed: Placed) -> dict:
-    """What results.json keeps of a placement's ``curve`` (best step time after each evaluation:
-    a search's or a trained policy's) and of a search (its start, evaluations, ...)."""
-    record = {"curve": list(placed.curve)} if placed.curve else {}
-    if placed.search is not None:
-        summary = placed.search.as_dict()
-        summary.pop("curve")
-        record["search"] = summary
-    return record
 
 
 @hydra.main(version_base="1.3", config_path="pkg://rlplace.conf", config_name="compare")

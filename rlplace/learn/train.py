@@ -68,7 +68,7 @@ from rlplace.learn.algos import make_algorithm
 from rlplace.learn.base import Batch
 from rlplace.learn.checkpoint import (Checkpoint, check_fits, check_moments, numpy_rng_state, problem_identity,
                                       read_checkpoint, set_generator_state, set_numpy_rng_state, write_checkpoint)
-from rlplace.learn.configs import AGENTS, ORDERS, TrainConfig
+from rlplace.learn.configs import AGENTS, TrainConfig
 from rlplace.learn.device import device_name, resolve_device
 from rlplace.learn.env import PlacementEnv
 from rlplace.learn.loggers import Logger, RunResults, finite_numbers

@@ -6,7 +6,6 @@ a run (markdown beside the paper's numbers, ``results.json``, bar charts)."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TypeVar
@@ -21,11 +20,10 @@ from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.costs import with_analytical_costs  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
-from rlplace.placement import Placed, ops_placed  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
+from rlplace.placers.run import run_placer as placer_run  # noqa: E402
 from rlplace.presets import load_preset  # noqa: E402
 from rlplace.progress import progress_bar  # noqa: E402
-from rlplace.sim import simulate  # noqa: E402
 from rlplace.zoo import cache_dir, zoo_graph  # noqa: E402,F401  (the tables' and experiments' import)
 from rlplace.zoo import layered, linear_regression  # noqa: E402
 from rlplace.apps.tables.claims import Claim, Verdict, verdicts  # noqa: E402
@@ -147,16 +145,8 @@ def run_placer(name: str, graph: OpGraph, cluster: Cluster, options: dict | None
     """Place ``graph`` with placer ``name`` (seed 0), time the placement (after ``warm_up``) and
     simulate it: one record."""
     warm_up(name, cluster, options)
-    placer = make_placer(name, seed=0, **(options or {}))
-    start = time.perf_counter()
-    placement = Placed.of(placer.place(graph, cluster))
-    elapsed = time.perf_counter() - start
-    placement.validate(graph, cluster)
-    result = simulate(graph, cluster, placement)
-    return {"placer": name, "options": options or {}, "graph": graph.name, "ops": graph.num_ops,
-            "placement_time": elapsed, "step_time": result.step_time, "oom": result.oom,
-            "peak_memory": [int(b) for b in result.peak_memory],
-            "ops_placed": ops_placed(placement, graph)}
+    run = placer_run(name, make_placer(name, seed=0, **(options or {})), graph, cluster)
+    return {**run.record(graph), "options": options or {}, "graph": graph.name, "ops": graph.num_ops}
 
 
 def run_placers(setting: Setting, cluster: Cluster, placers: Sequence[str], table: Mapping[str, Any],
