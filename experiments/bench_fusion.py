@@ -14,7 +14,7 @@ placement. Every placement is judged by the simulator. Beside it, placer-indepen
 graph the optimizer hands the placer, against the op graph's (fusion should not lengthen it).
 Co-placement on is the default "cost" rule (``rlplace.coarsen.coplacement_labels``); the lossless
 rule is also run with §3.2's co-placement rule as written (``PAPER``: ``coplacement_rule="paper"``;
-experiments/coplacement.py), fusion off and on.
+experiments/studies.md, "Graph optimizer on vs off"), fusion off and on.
 
 Writes experiments/results/bench_fusion.md and bench_fusion.json.
 """

@@ -653,7 +653,7 @@ class GraphOptimizer:
     ``fusion_rule`` "lossless", the default, or §3.3's "degree" rule, which ``fusion_exact_check``
     extends with the path check). ``coplacement_rule``: "cost" (the default,
     ``coplacement_labels``, with ``coplacement_ratio``) or "paper" (§3.2's rule as written, which
-    experiments/coplacement.py and bench_fusion.py compare against). The result's ``coplace`` labels become
+    experiments/bench_fusion.py compares against; experiments/studies.md, "Graph optimizer on vs off"). The result's ``coplace`` labels become
     the colocation groups of its quotient, which placers co-adjust (§3.1)."""
 
     colocation: bool = True

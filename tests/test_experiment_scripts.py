@@ -38,7 +38,7 @@ def test_an_unknown_argument_is_one_line_and_exit_status_2(name, monkeypatch, ca
     assert "--no-such-flag" in err[0] or "arguments are required" in err[0], err   # argparse checks those first
 
 
-@pytest.mark.parametrize("name", ["bench_sim.py", "celeritas_in_time.py"])
+@pytest.mark.parametrize("name", ["bench_sim.py", "bench_search.py"])
 def test_scripts_importing_experiments_run_without_pythonpath(name, tmp_path):
     """They import ``experiments.*`` (before: ModuleNotFoundError unless PYTHONPATH=.)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -19,7 +19,7 @@ rows, so one set of weights places any graph on any number of devices. Training 
    Rollout policy improvement (each of a decision's devices tried, the rest placed by the
    policy, the fastest completion as the label) was tried in its place and did not improve on
    the clone in 8 rounds on three seeds (the labels of single decisions were noise to the
-   network: cross-entropy stayed at that of a uniform guess; experiments/README.md).
+   network: cross-entropy stayed at that of a uniform guess; experiments/studies.md).
 
 Every ``eval_every`` generations the greedy policy places the whole training family; the
 geometric mean of its step time over the best heuristic's is the curve (``curves.json``), and

@@ -33,7 +33,7 @@ fits before one that does not. So the optimizer never makes a placement slower t
 On latency-free parallel links, where a megabyte's transfer outweighs most ops, co-placement by
 cost joins them to their readers and lengthens the placer's own schedule, and in forward-only
 placement the backward ops, most of the step, follow that placement: the optimized placement ran
-up to 1.32x the plain one there (experiments/results/bench_fusion.md, experiments/README.md),
+up to 1.32x the plain one there (experiments/results/bench_fusion.md, experiments/studies.md, "Graph optimizer on vs off"),
 while on sequential links it is up to 4x faster.
 
 ``single_fallback`` (on by default for m-ETF and m-SCT; not in the paper): the whole graph on one

@@ -220,7 +220,7 @@ class HeftPlacer:
     links it believes never queue; the simulator's sequential channels serve them one at a time.
     ``contention_free=False`` (not in HEFT) plans on the cluster's own links (sequential channels
     booked as m-ETF books them): 28-32% fewer transfers and 1.37-1.47x the bound at 200-2,000
-    ops (experiments/README.md, "HEFT on layered DAGs"). What is left, also with parallel links
+    ops (experiments/studies.md, "HEFT on layered DAGs"). What is left, also with parallel links
     (1.26-1.37x), is the order: HEFT runs ops in rank order in idle slots, the simulator first
     come, first served. The default is the paper's."""
 
