@@ -36,7 +36,7 @@ from rlplace.zoo import default_profile_path, layered, load_baechi_profile
 RESULTS = Path(__file__).parent / "results"
 OFF = {"coplacement": False, "fusion": False, "forward_only": False}
 VARIANTS = ["ipm", "simplex"]
-DEFAULT = "simplex"   # m_sct's lp_method default
+DEFAULT = "simplex"   # what m_sct's default lp_method ("auto") takes on these graphs (no op with over DENSE_ROW pairs)
 
 
 def solve(variant: str, g, comm, speed: float, threshold: float):

@@ -10,7 +10,7 @@ from scipy.optimize import linprog
 from rlplace.cluster import CommModel, load_preset
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
-from rlplace.placers.sct_lp import LP_METHODS, favorite_children, solve_sct_lp
+from rlplace.placers.sct_lp import DENSE_ROW, LP_METHODS, favorite_children, solve_sct_lp
 from rlplace.zoo import layered
 
 METHODS = ["simplex", "ipm"]
@@ -168,6 +168,29 @@ def test_aliases_and_determinism():
         assert np.array_equal(favorite_children(g, comm, method=alias), simplex)
     assert np.array_equal(favorite_children(g, comm, method="simplex"), simplex)
     assert np.array_equal(favorite_children(g, comm, method="highs-ipm"), favorite_children(g, comm, method="ipm"))
+
+
+def star(children: int) -> OpGraph:
+    ops = [{"name": f"op{i}", "compute_time": 1e-4, "persistent_bytes": 0, "temporary_bytes": 0,
+            "output_bytes": [4000]} for i in range(children + 1)]
+    return OpGraph.from_records(ops, [("op0", f"op{i}", 4000) for i in range(1, children + 1)], name="star")
+
+
+@pytest.mark.parametrize("fan_out", [True, False])
+def test_auto_solves_with_ipm_only_where_an_op_has_a_dense_row(fan_out):
+    """"auto" is the simplex unless an op has more than DENSE_ROW pairs (out or in), where the
+    simplex grows quadratically; then IPX, which solves the whole LP in one round."""
+    comm = load_preset("baechi_2080").comm
+    g = layered(300, seed=2)
+    auto, simplex = solve_sct_lp(g, comm, method="auto"), solve_sct_lp(g, comm, method="simplex")
+    assert np.array_equal(auto.x, simplex.x) and auto.rounds == simplex.rounds
+    dense = star(DENSE_ROW + 1)
+    if not fan_out:  # every op feeding one: the dense row is a destination's
+        dense = OpGraph.from_records([{**dense.op_record(i), "name": f"op{i}"} for i in range(dense.num_ops)],
+                                     [(f"op{i}", f"op{dense.num_ops - 1}", 4000) for i in range(dense.num_ops - 1)])
+    auto, ipm = solve_sct_lp(dense, comm, method="auto"), solve_sct_lp(dense, comm, method="ipm")
+    assert np.array_equal(auto.x, ipm.x) and auto.columns == len(auto.src) == DENSE_ROW + 1
+    assert auto.makespan == pytest.approx(solve_sct_lp(dense, comm, method="simplex").makespan, rel=1e-6)
 
 
 def test_bad_method_or_threshold_is_a_config_error():

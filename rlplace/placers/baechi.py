@@ -243,7 +243,7 @@ class MSCTPlacer(_BaechiPlacer):
     relaxation of Eq. 2, rounded at ``sct_threshold`` (§4.3). A full device is excluded."""
 
     sct_threshold: float = 0.1
-    lp_method: str = "simplex"  # the LP's optimum either way (sct_lp); "ipm": Baechi §4.2's interior point
+    lp_method: str = "auto"  # the LP's optimum either way (sct_lp: "simplex", "ipm" where an op's fan is dense)
 
     def __post_init__(self):
         if not 0 < self.sct_threshold <= 1:
