@@ -253,7 +253,10 @@ def test_a_fitted_preset_is_named_after_its_file():
 
 
 @pytest.mark.parametrize("args, needle", [(["--devices", "1"], "--devices must be >= 2"),
-                                          (["--no-such-flag"], "unrecognized arguments: --no-such-flag")])
+                                          (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+                                          (["--output", "/proc/no/such.yaml"], "--output /proc/no/such.yaml: cannot "
+                                                                              "make its folder (No such file or directory)"),
+                                          (["--output", "/"], "--output /: not a file this user can write")])
 def test_the_comm_benchmark_takes_bad_arguments_as_one_line(args, needle):
     """``python -m rlplace.tf.comm`` (before: argparse's usage line and the error, two lines)."""
     done = subprocess.run([sys.executable, "-m", "rlplace.tf.comm", *args], capture_output=True,

@@ -154,6 +154,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--devices must be >= 2")
     import os
 
+    if args.output is not None:  # checked before measuring, so that a bad path costs no measurement
+        try:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--output {args.output}: cannot make its folder ({exc.strerror})")
+        if args.output.is_dir() or not os.access(args.output.parent, os.W_OK):
+            parser.error(f"--output {args.output}: not a file this user can write")
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from rlplace.tf.devices import configure_devices
 
