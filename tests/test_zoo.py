@@ -180,3 +180,16 @@ def test_layered_refuses_negative_means_and_fractions_outside_0_1():
         with pytest.raises(ConfigError, match=next(iter(bad))):
             layered(20, **bad)
     assert layered(20, compute_mean=0).total_compute == 0  # a mean of 0 is asked for, not a slip
+
+
+def test_a_graph_too_large_for_memory_is_refused_before_it_is_built(monkeypatch):
+    from rlplace.zoo import synthetic
+
+    monkeypatch.setattr(synthetic, "available_memory", lambda: 2**30)
+    for build, ops in ((lambda: synthetic.layered(10**6), "1,000,000"), (lambda: synthetic.chain(10**6), "1,000,000"),
+                       (lambda: synthetic.fork_join(1000, 1000), "1,000,002")):
+        with pytest.raises(ConfigError, match=rf"{ops} ops need about 2.1 GiB to build, more than the 1.0 GiB"):
+            build()
+    assert synthetic.layered(1000).num_ops == 1000  # 2.2 MiB: built
+    monkeypatch.setattr(synthetic, "available_memory", lambda: None)  # unknown: no refusal
+    assert synthetic.chain(10).num_ops == 10
