@@ -69,6 +69,19 @@ def install(results: Path) -> str:
             f"(`experiments/bench_install.py`).\n")
 
 
+def command_times(results: Path) -> str:
+    recorded = json.loads((results / "readme_commands.json").read_text())
+
+    def took(r: dict) -> str:
+        if r["status"] is None:
+            return f"did not finish in {r['seconds'] / 60:.0f} min"
+        text = f"{r['seconds']:.0f} s" if r["seconds"] < 90 else f"{r['seconds'] / 60:.0f} min"
+        return text if r["status"] == 0 else f"{text}, exit status {r['status']}"
+
+    rows = [f"| `{r['command'].removeprefix('.venv/bin/')}` | {took(r)} |" for r in recorded["commands"]]
+    return "\n".join([f"| command | time ({recorded['machine']}) |", "|---|---|", *rows]) + "\n"
+
+
 def search(results: Path, key: str = "gnmt_profile_mars_p100", budget: int = 2000) -> str:
     bench = json.loads((results / "bench_search.json").read_text())
     runs = next(g for g in bench["graphs"] if g["key"] == key)["runs"]
@@ -228,7 +241,7 @@ def exact_reference(results: Path) -> str:
             f"(`experiments/results/exact_reference.md`).\n")
 
 
-GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "install": install, "learned_listsched": learned_listsched, "search": search, "fidelity": fidelity,
+GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "install": install, "command_times": command_times, "learned_listsched": learned_listsched, "search": search, "fidelity": fidelity,
                                                "exact_reference": exact_reference,
                                                "sb3": sb3, "equal_evaluations": equal_evaluations,
                                                "learned_vs_search": learned_vs_search,

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 
 from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
@@ -43,13 +44,11 @@ def format_table(records: Sequence[dict], cluster: Cluster) -> str:
         rows.append([r["placer"], f"{r['step_time'] * 1e3:.3f}", *ratio, oom,
                      " ".join(f"{b / GIB:.2f}" for b in r["peak_memory"]),
                      f"{r['placement_time']:.3f}", str(r["ops_placed"])])
-    widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(header)]
-    left = {0, header.index("OOM"), header.index("OOM") + 1}
-    line = lambda cells: "  ".join(c.ljust(w) if k in left else c.rjust(w)  # noqa: E731
-                                   for k, (c, w) in enumerate(zip(cells, widths)))
+    align = ["left", "right", *(["right"] if bounded else []), "left", "left", "right", "right"]
     notes = [f"lower bound: {bounded[0]['communication_bound'] * 1e3:.3f} ms with communication, "
              f"{bounded[0]['lower_bound'] * 1e3:.3f} ms without (rlplace.bounds)"] if bounded else []
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows), *notes, *errors])
+    table = tabulate(rows, header, tablefmt="simple", colalign=align, disable_numparse=True)
+    return "\n".join([table, *notes, *errors])
 
 
 def op_categories(graph: OpGraph, busy: np.ndarray, most: int = 8) -> tuple[list[str], np.ndarray]:

@@ -30,6 +30,15 @@ def test_readme_has_every_generated_span():
     assert re.search(rf"\nlocal_search +{search['step_time'] * 1e3:.3f} ", text)  # the make run table, from make_run.json
 
 
+def test_every_readme_command_has_a_recorded_time():
+    """README states how long each of its commands takes (experiments/readme_commands.py); a
+    command added or changed without running it again has no time."""
+    from experiments.readme_commands import readme_commands
+
+    recorded = [r["command"] for r in json.loads((RESULTS / "readme_commands.json").read_text())["commands"]]
+    assert recorded == readme_commands()
+
+
 def test_check_fails_on_a_hand_edited_number_and_rewriting_restores_it(tmp_path):
     readme = tmp_path / "README.md"
     good = README.read_text()
