@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar, Sequence
 
 import numpy as np
+from cachetools import LRUCache
 
 from rlplace.cluster import Cluster
 from rlplace.errors import ConfigError
@@ -47,6 +48,49 @@ class Backend:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class MeasuringBackend(Backend):
+    """A backend that runs each placement for real (``tf``, ``torch``): its options ``warmup``,
+    ``steps``, ``step_time_limit`` and ``cache_size`` checked alike (``check_measuring``), and
+    ``evaluate`` answering a placement already measured on a cluster of the same memory from an
+    LRU cache (``cache_hits``), measuring the others with ``measure`` (``measurements``)."""
+
+    name: ClassVar[str]
+    warmup: int
+    steps: int
+    step_time_limit: float | None
+    cache_size: int
+    measurements: int
+    cache_hits: int
+
+    def check_measuring(self) -> None:
+        """ConfigError for a bad ``warmup``, ``steps`` or ``step_time_limit``; starts the cache."""
+        if self.warmup < 0 or self.steps < 1:
+            raise ConfigError(f"backend {self.name}: need warmup >= 0 and steps >= 1, got {self.warmup} and {self.steps}")
+        if self.step_time_limit is not None and not self.step_time_limit > 0:
+            raise ConfigError(f"backend {self.name}: step_time_limit must be > 0 or null, got {self.step_time_limit!r}")
+        self._cache: LRUCache[tuple, StepResult] = LRUCache(maxsize=max(self.cache_size, 1))
+
+    def evaluate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
+        placement = placement if isinstance(placement, Placement) else Placement(placement)
+        placement.validate(graph, cluster)
+        key = (placement, tuple(cluster.memory.tolist()))
+        if key in self._cache:
+            self.cache_hits += 1
+            return self._cache[key]
+        result = self.measure(graph, cluster, placement)
+        self.measurements += 1
+        self._cache[key] = result
+        return result
+
+    def measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
+        """Run ``placement`` (valid for ``graph`` and ``cluster``) and say what happened."""
+        raise NotImplementedError
+
+    def clear_cache(self) -> None:
+        """Forget measured placements (to measure them again)."""
+        self._cache.clear()
 
 
 def as_backend(backend, key: str = "backend") -> Backend:

@@ -26,12 +26,11 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from cachetools import LRUCache
 
-from rlplace.backends import Backend
+from rlplace.backends import MeasuringBackend
 from rlplace.cluster import Cluster
 from rlplace.errors import BackendError, ConfigError, first_line
 from rlplace.export import torch_device_map
@@ -45,7 +44,7 @@ if TYPE_CHECKING:  # PyTorch loads on the first measurement: the apps' schemas r
 
 
 @dataclass
-class TorchBackend(Backend):
+class TorchBackend(MeasuringBackend):
     """Options: ``model`` (a PyTorch model source, ``rlplace.import_.torch_model``; ``graph=
     torch_model`` sets it), ``devices`` (torch device per cluster device; None: ``cuda:k`` where
     present, else ``cpu``), ``warmup`` and ``steps`` (median of ``steps`` after ``warmup``),
@@ -62,6 +61,7 @@ class TorchBackend(Backend):
 
     measurements: int = field(default=0, init=False)
     cache_hits: int = field(default=0, init=False)
+    name: ClassVar[str] = "torch"
 
     def __post_init__(self):
         if self.model is not None:
@@ -70,13 +70,9 @@ class TorchBackend(Backend):
                 check_spec(self.model)
             except ConfigError as exc:
                 raise ConfigError(f"backend torch: {exc}") from None
-        if self.warmup < 0 or self.steps < 1:
-            raise ConfigError(f"backend torch: need warmup >= 0 and steps >= 1, got {self.warmup} and {self.steps}")
-        if self.step_time_limit is not None and not self.step_time_limit > 0:
-            raise ConfigError(f"backend torch: step_time_limit must be > 0 or null, got {self.step_time_limit!r}")
+        self.check_measuring()
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"backend torch: threads must be >= 1 or null, got {self.threads!r}")
-        self._cache: LRUCache[tuple, StepResult] = LRUCache(maxsize=max(self.cache_size, 1))
 
     @cached_property
     def _built(self) -> tuple[TorchModel, TorchImport]:
@@ -98,13 +94,7 @@ class TorchBackend(Backend):
         return [f"cuda:{k}" if k < cuda else "cpu" for k in range(cluster.num_devices)]
 
     # ------------------------------------------------------------------------ Backend protocol
-    def evaluate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
-        placement = placement if isinstance(placement, Placement) else Placement(placement)
-        placement.validate(graph, cluster)
-        key = (placement, tuple(cluster.memory.tolist()))
-        if key in self._cache:
-            self.cache_hits += 1
-            return self._cache[key]
+    def measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
         built, imported = self._built
         if set(graph.names) != set(imported.graph.names):
             differ = sorted(set(graph.names) ^ set(imported.graph.names))[0]
@@ -114,21 +104,15 @@ class TorchBackend(Backend):
         names = self.device_names(cluster)
         device_map = torch_device_map(imported, own, names)
         simulated = simulate(graph, cluster, placement)
-        step_time, timed_out, oom_on, cuda_peaks = self._measure(built, device_map, names)
-        self.measurements += 1
+        step_time, timed_out, oom_on, cuda_peaks = self._run_steps(built, device_map, names)
         peak = simulated.peak_memory.copy()
         peak[list(cuda_peaks)] = list(cuda_peaks.values())
         oom_devices = sorted(set(oom_on) | set(np.flatnonzero(peak > cluster.memory).tolist()))
-        result = dataclasses.replace(simulated, step_time=step_time if not oom_on else float("inf"),
-                                     oom=bool(oom_devices), oom_devices=tuple(oom_devices), peak_memory=peak,
-                                     busy_time=None, timed_out=timed_out)
-        self._cache[key] = result
-        return result
+        return dataclasses.replace(simulated, step_time=step_time if not oom_on else float("inf"),
+                                   oom=bool(oom_devices), oom_devices=tuple(oom_devices), peak_memory=peak,
+                                   busy_time=None, timed_out=timed_out)
 
-    def clear_cache(self) -> None:
-        self._cache.clear()
-
-    def _measure(self, built: TorchModel, device_map: dict[str, str],
+    def _run_steps(self, built: TorchModel, device_map: dict[str, str],
                  names: list[str]) -> tuple[float, bool, list[int], dict[int, int]]:
         """(median step time, timed out, cluster devices of a CUDA OOM, peak bytes of each
         cluster device on CUDA) of the model dispatched with ``device_map``."""

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from cachetools import LRUCache
 
-from rlplace.backends import Backend
+from rlplace.backends import MeasuringBackend
 from rlplace.cluster import Cluster
 from rlplace.errors import BackendError, ConfigError
 from rlplace.graph import OpGraph
@@ -43,7 +42,7 @@ from rlplace.tf.worker import WorkerSetup, worker_main
 
 
 @dataclass
-class TFBackend(Backend):
+class TFBackend(MeasuringBackend):
     """Options: ``model`` (``{name: <zoo model>, <knob>: value, ...}``, or a model source:
     ``{name: "package.module:function" or "<file>.keras", batch_size: ..., args: {...}}``,
     ``rlplace.tf.sources``), ``warmup`` and
@@ -69,6 +68,7 @@ class TFBackend(Backend):
     measurements: int = field(default=0, init=False)
     cache_hits: int = field(default=0, init=False)
     restarts: int = field(default=0, init=False)
+    name: ClassVar[str] = "tf"
 
     def __post_init__(self):
         if self.model is not None:
@@ -77,23 +77,13 @@ class TFBackend(Backend):
                 check_spec(self.model)
             except ConfigError as exc:
                 raise ConfigError(f"backend tf: {exc}") from None
-        if self.warmup < 0 or self.steps < 1:
-            raise ConfigError(f"backend tf: need warmup >= 0 and steps >= 1, got {self.warmup} and {self.steps}")
-        if self.step_time_limit is not None and not self.step_time_limit > 0:
-            raise ConfigError(f"backend tf: step_time_limit must be > 0 or null, got {self.step_time_limit!r}")
-        self._cache: LRUCache[tuple, StepResult] = LRUCache(maxsize=max(self.cache_size, 1))
+        self.check_measuring()
         self._proc = self._conn = self._setup = None
         self._devices: list[str] = []
         self._ops: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------------ Backend protocol
-    def evaluate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
-        placement = placement if isinstance(placement, Placement) else Placement(placement)
-        placement.validate(graph, cluster)
-        key = (placement, tuple(cluster.memory.tolist()))
-        if key in self._cache:
-            self.cache_hits += 1
-            return self._cache[key]
+    def measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> StepResult:
         if self.model is None:
             raise ConfigError("backend tf: options.model is missing: say which zoo model the graph is "
                               "(graph=tf_model sets it, or backend.options.model={name: ..., <knobs>})")
@@ -104,10 +94,7 @@ class TFBackend(Backend):
             "steps": self.steps, "step_time_limit": self.step_time_limit,
             "inter_op_threads": self.inter_op_threads or cluster.num_devices,
             "intra_op_threads": self.intra_op_threads, "seed": self.seed})
-        self.measurements += 1
-        result = _step_result(graph, cluster, placement, raw)
-        self._cache[key] = result
-        return result
+        return _step_result(graph, cluster, placement, raw)
 
     def time_transfers(self, cluster: Cluster, src: int = 0, dst: int = 1, sizes=DEFAULT_SIZES,
                        hops: int = 32, repeats: int = 30) -> TransferTimes:
@@ -116,10 +103,6 @@ class TFBackend(Backend):
         return self._request(cluster, "transfers", {
             "src": src, "dst": dst, "sizes": list(sizes), "hops": hops, "repeats": repeats,
             "inter_op_threads": self.inter_op_threads or cluster.num_devices})
-
-    def clear_cache(self) -> None:
-        """Forget measured placements (to measure them again)."""
-        self._cache.clear()
 
     # ------------------------------------------------------------------------ worker process
     @property
