@@ -112,7 +112,7 @@ def from_torch(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | torch.Te
     step = trace_step(model, inputs, targets, loss, learning_rate)
     holders = state_holders(model)
     graph = step_graph(step, name or type(model).__name__, [n for n, _ in model.named_parameters()],
-                       [n for n, _ in model.named_buffers()], holders if granularity == "module" else None)
+                       [n for n, _ in model.named_buffers()], holders, granularity)
     if costs == "analytical":
         graph = with_analytical_costs(graph, device, counted_flops(step, graph))
     elif costs == "profile":
@@ -221,9 +221,10 @@ def _written_args(node) -> list:
 
 
 def step_graph(step: TorchStep, name: str, param_names: list[str], buffer_names: list[str],
-               holders: dict[str, list[str]] | None = None) -> OpGraph:
-    """Op records and edges of the traced step (see the module docstring); with ``holders``
-    (``state_holders``), grouped by module."""
+               holders: dict[str, list[str]], granularity: str = "op") -> OpGraph:
+    """Op records and edges of the traced step (see the module docstring); ``holders``
+    (``state_holders``) give each parameter's module: the layer tags, and with
+    ``granularity="module"`` the groups."""
     nodes = list(step.module.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
     roles = ([("parameter", f"param:{p}") for p in param_names] + [("buffer", f"buffer:{b}") for b in buffer_names]
@@ -268,10 +269,10 @@ def step_graph(step: TorchStep, name: str, param_names: list[str], buffer_names:
 
     _colocate(records, nodes, placeholders[:len(param_names) + len(buffer_names)], source)
     _pair_backward(records, nodes, position, step.module.meta["backward_marks"])
-    if holders is not None:
+    if granularity == "module":
         _group_by_module(records, nodes, step.module.meta, holders, source)
     else:
-        _layer_by_top_module(records, nodes, step.module.meta, state_holders_of(param_names, buffer_names))
+        _layer_by_top_module(records, nodes, step.module.meta, holders)
     return OpGraph.from_records(list(records.values()), [(s, d, b, p) for (s, d, p), b in edges.items()],
                                 name=name)
 
@@ -337,12 +338,6 @@ def _owners(records, nodes, meta) -> dict[Any, str]:
         if n in records and n.op == "call_function" and current:
             owner[n] = current
     return owner
-
-
-def state_holders_of(param_names: list[str], buffer_names: list[str]) -> dict[str, list[str]]:
-    """``state_holders`` from the names alone (the module of each parameter and buffer)."""
-    return {**{f"param:{p}": [p.rpartition(".")[0]] for p in param_names},
-            **{f"buffer:{b}": [b.rpartition(".")[0]] for b in buffer_names}}
 
 
 def _layer_by_top_module(records, nodes, meta, holders: dict[str, list[str]]) -> None:
