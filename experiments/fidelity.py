@@ -91,8 +91,8 @@ def refit(name: str, saved: Path, seed: int, reused: bool = False) -> tuple[dict
 
 
 def run_keras(rounds: int, saved: Path) -> dict:
-    """MobileNetV2 through rlplace-calibrate, as a user runs it (README, "Calibrating the
-    simulator"); its run directory goes under ``saved``."""
+    """MobileNetV2 through rlplace-calibrate, as a user runs it (docs/real_frameworks.md,
+    "Calibrating the simulator"); its run directory goes under ``saved``."""
     run_dir = saved / f"keras-{os.getpid()}"
     start = time.perf_counter()
     cmd = [str(Path(sys.executable).parent / "rlplace-calibrate"), *KERAS, f"rounds={rounds}", f"cv_folds={CV_FOLDS}", "plots=false",

@@ -1,7 +1,8 @@
-"""How long README's commands take: run every command of README's bash blocks, in README's order,
-in a scratch directory, and record each one's wall time and exit status in
-experiments/results/readme_commands.json, from which experiments/readme_numbers.py writes
-README's table of times.
+"""How long the documents' commands take: run every command of the bash blocks of README.md and
+the pages under docs/, in the order of ``DOCUMENTS`` (README.md, then the pages in the order of
+README's "Documentation" list), in a scratch directory, and record each one's wall time and exit
+status in experiments/results/readme_commands.json, from which experiments/readme_numbers.py
+writes README's table of times.
 
     .venv/bin/python experiments/readme_commands.py [--only SUBSTRING ...] [--timeout 1800]
 
@@ -33,18 +34,33 @@ from rlplace.errors import ArgumentParser, run_script  # noqa: E402
 
 RESULTS = ROOT / "experiments" / "results" / "readme_commands.json"
 BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+# The documents whose commands are timed, in this order (README's "Documentation" list); every
+# page under docs/ is one of them (tests/test_readme_numbers.py checks it).
+DOCUMENTS = ("README.md", "docs/design.md", "docs/search.md", "docs/learned.md", "docs/environment.md",
+             "docs/reproduce.md", "docs/real_frameworks.md", "docs/distributed.md", "docs/your_own_model.md",
+             "docs/reference.md")
 
 
-def readme_commands(readme: Path = ROOT / "README.md") -> list[str]:
-    """README's runnable commands, continuation lines joined, in README's order."""
+def document_commands(document: Path) -> list[str]:
+    """One document's runnable commands, continuation lines joined, in its order."""
     commands = []
-    for block in BLOCK.findall(readme.read_text()):
+    for block in BLOCK.findall(document.read_text()):
         for line in block.replace("\\\n", " ").splitlines():
             line = " ".join(line.split(" #")[0].split())
             runnable = line.startswith((".venv/bin/rlplace-", ".venv/bin/python -m rlplace"))
             if runnable and "<" not in line and " ... " not in line:
                 commands.append(line)
     return commands
+
+
+def commands_by_document(root: Path = ROOT) -> list[tuple[str, str]]:
+    """(document, command) of every runnable command of ``DOCUMENTS``, in their order."""
+    return [(document, command) for document in DOCUMENTS for command in document_commands(root / document)]
+
+
+def readme_commands(root: Path = ROOT) -> list[str]:
+    """The runnable commands of README.md and the docs pages, in the order of ``DOCUMENTS``."""
+    return [command for _, command in commands_by_document(root)]
 
 
 def run(command: str, scratch: Path, timeout: float) -> dict:

@@ -3,13 +3,19 @@
     .venv/bin/python experiments/readme_numbers.py            # rewrite the generated spans
     .venv/bin/python experiments/readme_numbers.py --check    # exit 1 if a README is not what they give
 
-The READMEs are README.md and experiments/README.md (``--readme`` names others).
+The READMEs are README.md, experiments/README.md and every page under docs/ (``docs/*.md``, sorted;
+``--readme`` names others): a span moves with its section from README.md to a docs page.
 
 A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /generated -->``
 (each on a line of its own); NAME is one of ``GENERATORS``:
 
 - ``make_run``: the table ``make run`` prints, from experiments/results/make_run.json
   (recorded by experiments/record_make_run.py);
+- ``install``: what the core install costs, from experiments/results/install.json
+  (experiments/bench_install.py);
+- ``command_times``: each command of README.md and the docs pages with the document it is in and
+  its recorded time, from experiments/results/readme_commands.json (experiments/readme_commands.py,
+  whose ``DOCUMENTS`` give the documents);
 - ``search``: the search placers on the GNMT profile, medians over seeds at 2,000 evaluations,
   from experiments/results/bench_search.json (experiments/bench_search.py);
 - ``fidelity``: the calibrated simulator's held-out fidelity and the noise ceiling, from
@@ -48,6 +54,7 @@ from rlplace.cluster import Cluster, CommModel, Device  # noqa: E402
 from rlplace.report import format_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+READMES = [ROOT / "README.md", ROOT / "experiments" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SPAN = re.compile(r"(?P<open><!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /generated -->)", re.S)
 
 
@@ -78,8 +85,14 @@ def command_times(results: Path) -> str:
         text = f"{r['seconds']:.0f} s" if r["seconds"] < 90 else f"{r['seconds'] / 60:.0f} min"
         return text if r["status"] == 0 else f"{text}, exit status {r['status']}"
 
-    rows = [f"| `{r['command'].removeprefix('.venv/bin/')}` | {took(r)} |" for r in recorded["commands"]]
-    return "\n".join([f"| command | time ({recorded['machine']}) |", "|---|---|", *rows]) + "\n"
+    from experiments.readme_commands import commands_by_document
+
+    where = {}
+    for document, command in commands_by_document(ROOT):
+        where.setdefault(command, f"`{document}`")
+    rows = [f"| `{r['command'].removeprefix('.venv/bin/')}` | {where.get(r['command'], '(in no document)')} | {took(r)} |"
+            for r in recorded["commands"]]
+    return "\n".join([f"| command | document | time ({recorded['machine']}) |", "|---|---|---|", *rows]) + "\n"
 
 
 def search(results: Path, key: str = "gnmt_profile_mars_p100", budget: int = 2000) -> str:
@@ -204,14 +217,17 @@ def learned_listsched(results: Path) -> str:
     oom = [f"{seed} on {g['graph']} ({g['cluster']})" for g in recorded["graphs"] for seed in seeds
            if g["seeds"][seed]["zero_shot"] == float("inf")]
     oom_note = f" (inf: out of memory where the heuristics fit: {', '.join(oom)})" if oom else ""
-    return (f"- zero-shot, one placement: {spread('zero_shot_gmean')}x the best heuristic of each graph (geometric "
-            f"mean; median over {len(seeds)} training seeds, range), at worst {spread('zero_shot_max')}x; the policy "
-            f"alone (no single-device fallback) {spread('policy_gmean')}x; slower than `single` where `single` fits: "
-            f"{max(slower)} graphs of {len(recorded['graphs'])}{oom_note}\n"
-            f"- with 50 evaluations: {spread('tuned_over_search_gmean', '{:.3f}')}x a 50-evaluation local search "
-            f"from the best heuristic\n"
+    return (f"- zero-shot, one placement: {spread('zero_shot_gmean', '{:.4f}')}x the best heuristic of each graph "
+            f"(geometric mean; median over {len(seeds)} training seeds, range), at worst "
+            f"{spread('zero_shot_max', '{:.4f}')}x; the greedy pass alone (without the hint beside it) "
+            f"{spread('policy_gmean', '{:.4f}')}x; slower than `single` where `single` fits: {max(slower)} graphs "
+            f"of {len(recorded['graphs'])}{oom_note}\n"
+            f"- with 50 evaluations: {spread('tuned_over_search_gmean', '{:.4f}')}x a 50-evaluation local search "
+            f"from the best heuristic (faster on {spread('tuned_faster', '{:.0f}')} of {len(recorded['graphs'])} "
+            f"graphs, slower on {spread('tuned_slower', '{:.0f}')}), {spread('tuned_over_best_gmean', '{:.4f}')}x "
+            f"the best heuristic\n"
             f"- placement time at {recorded['timing']['ops']:,} ops: {recorded['timing']['median_seconds']:.2f} s "
-            f"(this CPU)\n\n(`experiments/results/learned_listsched.md`)\n")
+            f"(this CPU; most of it the heuristics that give the hint)\n\n(`experiments/results/learned_listsched.md`)\n")
 
 
 def exact_reference(results: Path) -> str:
@@ -263,7 +279,7 @@ def render(text: str, results: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a README differs from the results")
-    parser.add_argument("--readme", type=Path, nargs="+", default=[ROOT / "README.md", ROOT / "experiments" / "README.md"])
+    parser.add_argument("--readme", type=Path, nargs="+", default=READMES)
     parser.add_argument("--results", type=Path, default=ROOT / "experiments" / "results")
     args = parser.parse_args(argv)
     stale = []

@@ -271,14 +271,15 @@ def test_recalibrate_is_what_verify_calls_from_the_config():
 
 @pytest.mark.slow
 def test_the_readme_calibrates_a_tiny_model_on_tensorflow_refits_and_places_with_it(tmp_path):
-    """README's "Calibrating the simulator": its first three commands, as written, with the run
-    directories under tmp_path (a real TensorFlow measurement on 2 logical CPU devices)."""
+    """docs/real_frameworks.md's "Calibrating the simulator": its first three commands, as written,
+    with the run directories under tmp_path (a real TensorFlow measurement on 2 logical CPU devices)."""
     from tests.test_docs_snippets import REPO, commands
 
-    lines = (REPO / "README.md").read_text().splitlines()
+    page = REPO / "docs" / "real_frameworks.md"
+    lines = page.read_text().splitlines()
     start = lines.index("## Calibrating the simulator") + 1
     end = next(k for k in range(start, len(lines)) if lines[k].startswith("## ")) + 1
-    section = [argv for where, argv in commands(REPO / "README.md") if start < int(where.rsplit(":", 1)[1]) < end]
+    section = [argv for where, argv in commands(page) if start < int(where.rsplit(":", 1)[1]) < end]
     tiny, refit, place = section[:3]
     bin_dir = Path(sys.executable).parent
     for argv in (tiny, refit, place):

@@ -13,8 +13,9 @@ from rlplace.errors import CheckpointError, ConfigError
 from rlplace.learn.listsched import Network, TrainConfig, train
 from rlplace.learn.family import Instance
 from rlplace.placers import make_placer
-from rlplace.placers.learned import (NUM_FEATURES, WEIGHTS, ListSchedule, LearnedPlacer, load_weights, policy_search,
-                                     score, scores)
+from rlplace.placers.learned import (FEATURES, NUM_FEATURES, WEIGHTS, ListSchedule, LearnedPlacer, best_heuristic,
+                                     load_weights, policy_search, score, scores)
+from rlplace.placers.search import HEURISTICS
 from rlplace.sim import simulate
 from rlplace.zoo.synthetic import layered
 
@@ -29,17 +30,18 @@ def random_network(seed: int, hidden: int = 8, blind: tuple[int, ...] = ()):
             rng.normal(size=hidden), rng.normal(size=1))
 
 
-def literal_list_schedule(graph, cluster, network):
+def literal_list_schedule(graph, cluster, network, hint):
     """The loop of rlplace.placers.learned written out plainly, with memory that never binds.
     The step runs as the simulator runs it: an op is decided when its last input has started,
     ops ready together in rank order, on the device the network scores best (no network: where
-    it starts first, as ``critical_path`` places), and queued there
+    it starts first, as ``critical_path`` places) reading whether ``hint`` put the op there, and
+    queued there
     by when its inputs arrive; the queued op that can start first starts next (ties to the lower
     index). A tensor is sent once to each device that reads it, over parallel links at once or
     over sequential links one at a time per sender and receiver, booked when its reader starts.
     Returns the op order, the devices, the start and end of every op, and the feature rows that
     do not concern memory."""
-    plan = ListSchedule(graph, cluster)
+    plan = ListSchedule(graph, cluster, hint)
     D, speed, comm, n = cluster.num_devices, cluster.speeds, cluster.comm, graph.num_ops
     device, begin, end = {}, {}, {}
     avail, send_free, recv_free = [0.0] * D, [0.0] * D, [0.0] * D
@@ -107,6 +109,7 @@ def literal_list_schedule(graph, cluster, network):
                 rows[d, 15] = 1 / D
                 rows[d, 16] = np.arcsinh(plan.output_transfer[op] / s)
                 rows[d, 17] = np.arcsinh((est - free[d]) / s)
+                rows[d, 18] = float(hint is not None and hint[op] == d)
             options = [pinned[unit[op]]] if unit[op] in pinned else list(range(D))
             if network is None:  # critical_path: the earliest start, then finish
                 d = min(options, key=lambda d: (starts[d], finish[d], d))
@@ -149,8 +152,9 @@ def test_the_compiled_loop_is_the_literal_one(seed, rule):
     graph = training_graph(seed, continuous=True) if seed % 2 else layered(60, width=5, seed=seed)
     cluster = Cluster.homogeneous(2 + seed % 3, 2**50, LINKS[seed % 2])
     network = random_network(seed, blind=(6, 7)) if rule == "network" else None  # blind: memory never binds here
-    order, device, begin, end, rows = literal_list_schedule(graph, cluster, network)
-    plan = ListSchedule(graph, cluster)
+    hint = np.random.default_rng(seed).integers(cluster.num_devices, size=graph.num_ops) if seed % 3 else None
+    order, device, begin, end, rows = literal_list_schedule(graph, cluster, network, hint)
+    plan = ListSchedule(graph, cluster, hint)
     m = plan.run(network, cluster.memory, record=True)
     np.testing.assert_array_equal(plan.decisions.order, order)
     np.testing.assert_array_equal(m.ops.device, device)
@@ -182,6 +186,39 @@ def test_the_network_scores_alike_in_torch_numpy_and_the_compiled_loop():
     network = net.network()
     np.testing.assert_allclose(scores(rows, network), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose([[score(r, *network) for r in op] for op in rows], expected, rtol=1e-5, atol=1e-5)
+
+
+def copy_the_hint(hidden: int = 2):
+    """A network whose score is whether the hint put the op on the device."""
+    w1 = np.zeros((NUM_FEATURES, hidden))
+    w1[FEATURES.index("hinted"), 0] = 1.0
+    w2 = np.zeros((hidden, hidden))
+    w2[0, 0] = 1.0
+    return w1, np.zeros(hidden), w2, np.zeros(hidden), np.eye(hidden)[0], np.zeros(1)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(2, 4), tight=st.booleans())
+def test_a_network_that_copies_the_hint_places_the_hint(seed, devices, tight):
+    """Also where the loop's memory plan would refuse the hint's device: the simulator has run it."""
+    graph = training_graph(seed, continuous=True)
+    memory = 2**50 if not tight else int(simulate(graph, Cluster.homogeneous(1, 2**50), np.zeros(graph.num_ops,
+                                                                                             dtype=np.int64)).peak_memory[0] * 0.6)
+    cluster = Cluster.homogeneous(devices, memory, LINKS[seed % 2])
+    hint = best_heuristic(graph, cluster)
+    plan = ListSchedule(graph, cluster, hint)
+    np.testing.assert_array_equal(plan.run(copy_the_hint(), cluster.memory).ops.device, hint)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_learned_placer_is_never_slower_than_the_best_heuristic(seed):
+    graph = layered(200, width=8, seed=seed) if seed else training_graph(seed, continuous=True)
+    cluster = Cluster.homogeneous(3, 2**50, LINKS[seed % 2])
+    best = min(simulate(graph, cluster, make_placer(name, seed=0).place(graph, cluster)).step_time
+               for name in HEURISTICS)
+    for evaluations in (1, 20):
+        placement = LearnedPlacer(evaluations=evaluations).place(graph, cluster)
+        assert simulate(graph, cluster, placement).step_time <= best * (1 + 1e-12)
 
 
 def test_the_shipped_weights_place_a_graph_within_memory():

@@ -15,8 +15,7 @@ from rlplace.learn.env import PlacementEnv
 from rlplace.learn.placer import PolicyPlacer
 from rlplace.learn.policies import make_policy
 from rlplace.learn.train import train
-from rlplace.placers import make_placer
-from rlplace.placers.learned import scores
+from rlplace.placers.learned import WEIGHTS, ListSchedule, best_heuristic, load_weights, scores
 from rlplace.zoo import layered
 from rlplace.zoo.synthetic import training_step
 
@@ -40,7 +39,8 @@ def test_the_greedy_placement_is_the_placers(problem):
     env = PlacementEnv(graph, cluster, mode="one_shot")
     policy = make_policy("learned", env)
     placed = env.units.expand(policy.greedy().numpy())
-    assert np.array_equal(placed.device_of, make_placer("learned", single_fallback=False).place(graph, cluster).device_of)
+    plan = ListSchedule(graph, cluster, best_heuristic(graph, cluster))
+    assert np.array_equal(placed.device_of, plan.run(load_weights(WEIGHTS), cluster.memory).ops.device)
 
 
 def test_a_sample_is_a_gumbel_max_draw_and_is_scored_again_exactly(problem):

@@ -1,5 +1,6 @@
-"""The READMEs' generated spans are what the recorded results give (experiments/readme_numbers.py
-in check mode), and the check catches a number edited by hand."""
+"""The READMEs' generated spans (README.md, experiments/README.md and the pages under docs/) are
+what the recorded results give (experiments/readme_numbers.py in check mode), and the check catches
+a number edited by hand."""
 
 import json
 import re
@@ -11,7 +12,7 @@ import pytest
 from experiments.readme_numbers import GENERATORS, ROOT, main, render
 
 README = ROOT / "README.md"
-READMES = (README, ROOT / "experiments" / "README.md")
+READMES = (README, ROOT / "experiments" / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 RESULTS = ROOT / "experiments" / "results"
 
 
@@ -31,12 +32,21 @@ def test_readme_has_every_generated_span():
 
 
 def test_every_readme_command_has_a_recorded_time():
-    """README states how long each of its commands takes (experiments/readme_commands.py); a
-    command added or changed without running it again has no time."""
+    """README states how long each command of README.md and the docs pages takes
+    (experiments/readme_commands.py); a command added or changed without running it again has no
+    time."""
     from experiments.readme_commands import readme_commands
 
     recorded = [r["command"] for r in json.loads((RESULTS / "readme_commands.json").read_text())["commands"]]
     assert recorded == readme_commands()
+
+
+def test_the_timed_documents_are_readme_and_every_docs_page():
+    """A new page under docs/ is timed too: it is one of readme_commands' DOCUMENTS."""
+    from experiments.readme_commands import DOCUMENTS
+
+    pages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")}
+    assert DOCUMENTS[0] == "README.md" and set(DOCUMENTS[1:]) == pages and len(set(DOCUMENTS)) == len(DOCUMENTS)
 
 
 def test_check_fails_on_a_hand_edited_number_and_rewriting_restores_it(tmp_path):

@@ -213,7 +213,7 @@ def test_skipped_cells_are_not_trained_and_their_claims_not_checked(tmp_path, gr
         reproduce(bad, tmp_path / "bad")
 
 
-@pytest.mark.parametrize("readme", ["README.md", "experiments/README.md"])
+@pytest.mark.parametrize("readme", ["docs/reproduce.md", "experiments/README.md"])
 def test_readmes_list_every_table_with_its_command(readme):
     text = (REPO / readme).read_text()
     assert [t for t in TABLES if f"`rlplace-reproduce table={t}" not in text] == []

@@ -8,27 +8,36 @@ there first), first served, and the op that can start first starts next, booking
 tracks it, Baechi §4.2) on the execution model of ``rlplace.schedule``. So with parallel links
 the placer's own schedule is the simulator's schedule of its placement (tested); with sequential
 links a transfer is booked when its reader starts (as m-ETF books it, §3.4), where the simulator
-books it when its producer ends, so a channel may serve transfers in another order. For the op being decided each device d gets a row of ``FEATURES``: when the op would
+books it when its producer ends, so a channel may serve transfers in another order.
+
+The policy is hinted: before the loop, every placer of ``HEURISTICS`` places the graph and the
+placement the simulator runs fastest is the hint (``best_heuristic``). For the op being decided
+each device d gets a row of ``FEATURES``: whether the hint put the op on d, when the op would
 start and finish on d (behind the work already queued there), when its inputs would arrive, how
 much it would grow the step's estimate (its finish plus the compute-only path below it), how
 much of its input would move, d's memory headroom and load; times are over the graph's mean op
 duration and squashed by ``asinh``, so one set of weights applies to any graph, size and number
 of devices. A multilayer perceptron scores each row, and the op goes to the best-scoring device
-that has the memory (a colocation group's device once the group has one; the device it
-overfills least when none has room). Placing a 10,000-op graph takes a fraction of a second
-(experiments/results/learned_listsched.md).
+that has the memory (a colocation group's device once the group has one; the hint's device,
+which the simulator has run, always; the device it overfills least when none has room).
+
+Why a hint: the loop's own greedy rules place badly on their own (the earliest finish per op:
+1.35x m-ETF on layered DAGs of 1,000 ops, 4.5x ``single`` on BERT-4), and a policy trained
+without a hint (cloning earliest finish, then evolution strategies) placed the held-out family at
+2.3-2.4x the best heuristic (experiments/studies.md). Hinted, the trained network copies the
+hint where it knows no better, so the greedy pass is the best heuristic's placement or better,
+and its scores rank the decisions worth taking another way: ``evaluations`` (default 1: one
+greedy pass) above 1 spend them through ``policy_search`` on the decisions the network was least
+sure of (experiments/results/learned_listsched.md measures it against a local search of as many
+evaluations from the same hint). Placing a 10,000-op graph takes about a second, most of it the
+heuristics.
 
 The shipped weights (``learned.npz`` beside this file: numpy arrays read with
 ``allow_pickle=False``, so no code in a weights file runs, and no torch needed to place) were
 trained by ``rlplace.learn.listsched`` on the training family of ``rlplace.learn.family``.
-``weights=PATH`` loads others.
-
-``evaluations`` (default 1: one greedy pass): with more, ``policy_search`` spends them on the
-decisions the network was least sure of (experiments/results/learned_listsched.md measures it
-against a local search of as many evaluations). ``single_fallback`` and ``memory_rounds`` work as
-for m-ETF (``rlplace.placers.fit``): the whole graph on one device is weighed beside the policy's
-placement where one device holds it, and a placement the simulator finds over memory is placed
-again under a smaller budget.
+``weights=PATH`` loads others. The hint is weighed beside the policy's placement, and
+``memory_rounds`` works as for m-ETF (``rlplace.placers.fit``): a placement the simulator finds
+over memory is placed again under a smaller budget.
 """
 
 from __future__ import annotations
@@ -47,18 +56,19 @@ from rlplace.graph import OpGraph
 from rlplace.placement import Placement
 from rlplace.placers import register
 from rlplace.placers.baselines import rank_order
-from rlplace.placers.fit import fastest_fit, whole_graph_on_one_device
-from rlplace.placers.search import evaluate_rows
+from rlplace.placers.fit import fastest_fit
+from rlplace.placers.search import HEURISTICS, best_of, evaluate_rows
 from rlplace.schedule import Model, new_model
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, duration, fits, hold_op_memory, hold_persistent,
                                   least_overfilled, newly_ready, received_bytes, release_until, start)
+from rlplace.sim import simulate
 
 WEIGHTS = Path(__file__).with_name("learned.npz")
 FEATURES = (
     "finish", "start", "arrival", "free", "growth", "moved_bytes", "memory_fill", "persistent_fill",
     "load_share", "speed", "largest_input_here", "previous_here", "duration", "tail", "progress",
-    "inverse_devices", "output_transfer", "slack")
+    "inverse_devices", "output_transfer", "slack", "hinted")
 NUM_FEATURES = len(FEATURES)
 LAYERS = ("w1", "b1", "w2", "b2", "w3", "b3")
 _NO_NETWORK = (np.zeros((NUM_FEATURES, 1)), np.zeros(1), np.zeros((1, 1)), np.zeros(1), np.zeros(1), np.zeros(1))
@@ -108,12 +118,11 @@ def check_weights(arrays: dict[str, np.ndarray], where: str) -> tuple[np.ndarray
 @register("learned")
 @dataclass
 class LearnedPlacer:
-    """A list scheduler with a trained device choice (module docstring). ``weights``: an
-    ``.npz`` file of the network (default: the shipped one)."""
+    """A list scheduler with a trained device choice, hinted by the best heuristic (module
+    docstring). ``weights``: an ``.npz`` file of the network (default: the shipped one)."""
 
     weights: str = str(WEIGHTS)
     evaluations: int = 1
-    single_fallback: bool = True
     memory_rounds: int = 4
 
     def __post_init__(self):
@@ -123,7 +132,8 @@ class LearnedPlacer:
         self.network = load_weights(self.weights)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        plan = ListSchedule(graph, cluster)
+        hint = best_heuristic(graph, cluster)
+        plan = ListSchedule(graph, cluster, hint)
 
         def place_within(budget):
             if self.evaluations > 1:
@@ -131,10 +141,15 @@ class LearnedPlacer:
             m = plan.run(self.network, budget)
             return m.ops.device.copy(), m.memory.peak.copy()
 
-        placed = whole_graph_on_one_device(graph, cluster) if self.single_fallback else []
         device, _ = fastest_fit([place_within], graph, cluster, cluster.memory.astype(np.int64),
-                                self.memory_rounds, placed)
+                                self.memory_rounds, [(hint, simulate(graph, cluster, hint))])
         return Placement(device)
+
+
+def best_heuristic(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """The policy's hint: the placement of ``HEURISTICS`` that the simulator runs fastest
+    (among those within memory, where one is), one device per op."""
+    return np.asarray(best_of(graph, cluster, HEURISTICS)[1].device_of, dtype=np.int64)
 
 
 def scores(rows: np.ndarray, network) -> np.ndarray:
@@ -189,8 +204,9 @@ class ListSchedule:
     between ops that can start at once), the colocation groups, each op's tail (the compute-only path below it on the fastest device) and the
     time scale of the features."""
 
-    def __init__(self, graph: OpGraph, cluster: Cluster):
+    def __init__(self, graph: OpGraph, cluster: Cluster, hint: np.ndarray | None = None):
         self.graph, self.cluster = graph, cluster
+        self.hint = np.full(graph.num_ops, -1, dtype=np.int64) if hint is None else np.asarray(hint, dtype=np.int64)
         self.rank_position = np.empty(graph.num_ops, dtype=np.int64)
         self.rank_position[rank_order(graph, cluster)] = np.arange(graph.num_ops)
         self.units = CoarseGraph.colocation(graph)
@@ -222,7 +238,7 @@ class ListSchedule:
         chosen = np.zeros(n, dtype=np.int64)
         order = np.zeros(n, dtype=np.int64)
         _decide(m, self.rank_position, self.units.group_of, self.units.num_groups, np.asarray(budget, dtype=np.int64),
-                self.tail, self.output_transfer, self.scale, self.critical, *network, earliest_start, noise, forced,
+                self.tail, self.output_transfer, self.scale, self.critical, self.hint, *network, earliest_start, noise, forced,
                 record, order, features, allowed, chosen)
         if record:
             self.decisions = Decisions(order, features, allowed, chosen)
@@ -231,7 +247,7 @@ class ListSchedule:
 
 @numba.njit(cache=True)
 def feature_rows(m, op, now, decided, last_device, est, queued, reserved, cap, tail, output_transfer, scale,
-                 critical, rows, ok, arrive, scratch):  # pragma: no cover - compiled
+                 critical, hint, rows, ok, arrive, scratch):  # pragma: no cover - compiled
     """Fill ``rows[d]`` (FEATURES), ``ok[d]`` (device d has the memory now) and ``arrive[d]``
     (when ``op``'s inputs would be on d) for ``op``, decided at time ``now`` as the
     ``decided``-th op, after one on ``last_device``, with the step estimated at ``est``;
@@ -286,6 +302,7 @@ def feature_rows(m, op, now, decided, last_device, est, queued, reserved, cap, t
         rows[d, 15] = 1.0 / ndev
         rows[d, 16] = np.arcsinh(output_transfer[op] / scale)
         rows[d, 17] = np.arcsinh((est - free[d]) / scale)
+        rows[d, 18] = 1.0 if hint[op] == d else 0.0
     return finish
 
 
@@ -298,8 +315,8 @@ def score(row, w1, b1, w2, b2, w3, b3):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, scale, critical, w1, b1, w2, b2, w3,
-            b3, earliest_start, noise, forced, record, order, features, allowed, chosen):  # pragma: no cover - compiled
+def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, scale, critical, hint, w1, b1, w2, b2,
+            w3, b3, earliest_start, noise, forced, record, order, features, allowed, chosen):  # pragma: no cover - compiled
     """Run the step as the simulator does, deciding each op's device when its last input has
     started (so its inputs' ends are known): ops that become ready together are decided in rank
     order (``rank_position``), each on the best score (plus ``noise``) among the devices
@@ -345,11 +362,13 @@ def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, sc
             release_until(releases, memory, now)
             for op in batch:
                 finish = feature_rows(m, op, now, decided, last, est, queued, reserved, cap, tail, output_transfer,
-                                      scale, critical, rows, ok, arrive, scratch)
+                                      scale, critical, hint, rows, ok, arrive, scratch)
                 pin = pinned[unit_of[op]]
                 if pin >= 0:
                     ok[:] = False
                     ok[pin] = True
+                elif hint[op] >= 0:  # a placement the simulator has run: its device may always be taken
+                    ok[hint[op]] = True
                 elif not ok.any():
                     need = graph.persistent[op] + graph.alloc_at_start[op]
                     ok[least_overfilled(memory, reserved, cap, need, graph.persistent[op])] = True

@@ -27,7 +27,7 @@ from rlplace.learn.base import Sample
 from rlplace.learn.configs import LearnedConfig
 from rlplace.learn.device import uniform
 from rlplace.options import checked
-from rlplace.placers.learned import WEIGHTS, ListSchedule, load_weights
+from rlplace.placers.learned import WEIGHTS, ListSchedule, best_heuristic, load_weights
 
 
 class LearnedPolicy(nn.Module):
@@ -36,7 +36,7 @@ class LearnedPolicy(nn.Module):
     def __init__(self, env, network: tuple[np.ndarray, ...]):
         super().__init__()
         base = env.unwrapped
-        self.plan = ListSchedule(base.graph, base.cluster)
+        self.plan = ListSchedule(base.graph, base.cluster, best_heuristic(base.graph, base.cluster))
         if base.units.num_groups != self.plan.units.num_groups:
             raise ConfigError(f"agent=learned decides one op at a time: the environment's units must be the "
                               f"colocation units ({self.plan.units.num_groups}), not a grouping of "
