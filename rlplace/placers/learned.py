@@ -25,11 +25,13 @@ Why a hint: the loop's own greedy rules place badly on their own (the earliest f
 1.35x m-ETF on layered DAGs of 1,000 ops, 4.5x ``single`` on BERT-4), and a policy trained
 without a hint (cloning earliest finish, then evolution strategies) placed the held-out family at
 2.3-2.4x the best heuristic (experiments/studies.md). Hinted, the trained network copies the
-hint where it knows no better, so the greedy pass is the best heuristic's placement or better,
-and its scores rank the decisions worth taking another way: ``evaluations`` (default 1: one
-greedy pass) above 1 spend them through ``policy_search`` on the decisions the network was least
-sure of (experiments/results/learned_listsched.md measures it against a local search of as many
-evaluations from the same hint). Placing a 10,000-op graph takes about a second, most of it the
+hint where it knows no better (the hint is weighed beside its greedy pass, so the placement is
+the best heuristic's or faster), and its scores rank the decisions worth taking another way:
+``evaluations`` (default 1: one greedy pass) above 1 spend them through ``policy_search`` on the
+decisions the network was least sure of. With 50 that beats a local search of as many from the
+same hint on the held-out family (experiments/results/learned_listsched.md); with 500 or 2,000 on
+larger graphs it stalls and the local search does better
+(experiments/results/learned_equal_evaluations.md). Placing a 10,000-op graph takes about a second, most of it the
 heuristics.
 
 The shipped weights (``learned.npz`` beside this file: numpy arrays read with
