@@ -23,21 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from experiments.equal_evaluations import GRAPHS, ZOO, compose_train, graph_overrides
+from experiments.learned_listsched import step_time
 from rlplace.errors import ArgumentParser, run_script
 from rlplace.placers.learned import LearnedPlacer
-from rlplace.placers.search import HEURISTICS, LocalSearch, best_of, evaluate_rows
+from rlplace.placers.search import HEURISTICS, LocalSearch, best_of
 from rlplace.presets import instantiate_node
 
 RESULTS = Path(__file__).parent / "results"
 TARGET = 0.03
-
-
-def step_time(graph, cluster, device) -> float:
-    over, step = evaluate_rows(graph, cluster, np.asarray(device)[None])
-    return float("inf") if over[0] > 0 else float(step[0])
 
 
 def run_graph(key: str, work: Path, weights: dict[str, Path], budgets: list[int]) -> dict:
@@ -52,7 +46,7 @@ def run_graph(key: str, work: Path, weights: dict[str, Path], budgets: list[int]
             began = time.perf_counter()
             placement = LearnedPlacer(weights=str(path), evaluations=budget).place(graph, cluster)
             cell["seconds"][seed] = time.perf_counter() - began
-            cell["learned"][seed] = step_time(graph, cluster, placement.device_of)
+            cell["learned"][seed] = step_time(graph, cluster, placement)
             search = LocalSearch(evaluations=budget, seed=int(seed[1:]), progress=False).search(graph, cluster, start, name)
             cell["local_search"][seed] = search.step_time if search.overflow_bytes == 0 else float("inf")
         learned, searched = statistics.median(cell["learned"].values()), statistics.median(cell["local_search"].values())

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from rlplace.errors import ArgumentParser, CheckpointError, ConfigError, run_script
 from rlplace.learn.family import Instance, training_family
-from rlplace.placers.learned import LAYERS, NUM_FEATURES, ListSchedule, check_weights, policy_search
+from rlplace.placers.learned import FEATURES, LAYERS, NUM_FEATURES, ListSchedule, check_weights, policy_search
 from rlplace.placers.search import HEURISTICS, best_of, evaluate_rows
 from rlplace.progress import progress_bar
 
@@ -131,8 +131,8 @@ def hint_labels(plan: ListSchedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     pad = MAX_DEVICES - rows.shape[1]
     if pad < 0:
         raise ConfigError(f"learned training: graphs of at most {MAX_DEVICES} devices, got {rows.shape[1]}")
-    hinted = allowed & (rows[:, :, 18] > 0)
-    finish = np.where(allowed, rows[:, :, 0], np.inf)
+    hinted = allowed & (rows[:, :, FEATURES.index("hinted")] > 0)
+    finish = np.where(allowed, rows[:, :, FEATURES.index("finish")], np.inf)
     best = np.where(hinted.any(axis=1, keepdims=True), hinted,
                     allowed & (finish <= finish.min(axis=1, keepdims=True) + 1e-12))
     return (np.pad(rows, ((0, 0), (0, pad), (0, 0))), np.pad(allowed, ((0, 0), (0, pad))),
