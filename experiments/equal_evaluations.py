@@ -331,14 +331,7 @@ def cell_rows(summary: dict[str, Any], graphs: Sequence[str], agents: Sequence[s
                             if str(budget) in recorded.get(str(s), {}).get("budgets", {})]
                     row = {"graph": key, "agent": agent, "start": start, "budget": budget, "seeds": len(done)}
                     if done:
-                        row["learned"] = [d["learned"] for d in done]
-                        row["search"] = [d["search"] for d in done]
-                        row["gain"], row["verdict"] = verdict(start, budget, row["learned"], row["search"], max(budgets))
-                        row["met"] = None if row["verdict"] == "no target" else row["verdict"] == "met"
-                        bound = summary["graphs"].get(key, {}).get("lower_bound", 0.0)
-                        if row["verdict"] == "not met" and start == "warm" and \
-                                (1 - WARM_GAIN) * statistics.median(row["search"]) < bound:
-                            row["verdict"] = "not met (the target is under the lower bound)"
+                        judge(row, [d["learned"] for d in done], [d["search"] for d in done], summary, max(budgets))
                         if len(done) < len(seeds):
                             row["verdict"], row["met"] = f"— ({len(done)} of {len(seeds)} seeds)", None
                         codes = {d["code"] for d in done if d.get("code")}
@@ -348,7 +341,37 @@ def cell_rows(summary: dict[str, Any], graphs: Sequence[str], agents: Sequence[s
     return rows
 
 
-def markdown(summary: dict[str, Any], plan: Plan) -> str:
+def judge(row: dict[str, Any], learned: Sequence[float], search: Sequence[float], summary: dict[str, Any],
+          cold_budget: int) -> None:
+    """Fill a row's ``learned``, ``search``, ``gain``, ``verdict`` and ``met`` (None: no target);
+    a warm target under the graph's lower bound is said so."""
+    row["learned"], row["search"] = list(learned), list(search)
+    row["gain"], row["verdict"] = verdict(row["start"], row["budget"], row["learned"], row["search"], cold_budget)
+    row["met"] = None if row["verdict"] == "no target" else row["verdict"] == "met"
+    bound = summary["graphs"].get(row["graph"], {}).get("lower_bound", 0.0)
+    if row["verdict"] == "not met" and row["start"] == "warm" and \
+            (1 - WARM_GAIN) * statistics.median(row["search"]) < bound:
+        row["verdict"] = "not met (the target is under the lower bound)"
+
+
+def learned_rows(record: dict[str, Any], summary: dict[str, Any], graphs: Sequence[str]) -> list[dict[str, Any]]:
+    """The pretrained ``learned`` placer's rows, as ``cell_rows``', from
+    ``learned_equal_evaluations.json``: warm from its hint (the best heuristic), its own local
+    search from the same placement."""
+    rows = []
+    for r in record["graphs"]:
+        if r["graph"] not in graphs:
+            continue
+        budgets = [int(b) for b in r["budgets"]]
+        for budget, cell in r["budgets"].items():
+            row = {"graph": r["graph"], "agent": "learned", "start": "warm", "budget": int(budget),
+                   "seeds": len(cell["learned"])}
+            judge(row, cell["learned"].values(), cell["local_search"].values(), summary, max(budgets))
+            rows.append(row)
+    return rows
+
+
+def markdown(summary: dict[str, Any], plan: Plan, learned: dict[str, Any] | None = None) -> str:
     lines = ["Equal evaluations (`experiments/equal_evaluations.py`): best step time (ms) after `budget` evaluated "
              "placements, the start included, median [min–max] over seeds "
              f"{', '.join(map(str, plan.seeds))}; local search (hill-climbing) from the learned run's first "
@@ -381,6 +404,14 @@ def markdown(summary: dict[str, Any], plan: Plan) -> str:
                          f"{row['verdict']} |")
         else:
             lines.append(f"{head} not run (time) | not run (time) | — | — |")
+    if learned is not None:
+        lines += [f"| {r['graph']} | learned | warm | {r['budget']} | {spread(r['learned'])} | {spread(r['search'])} | "
+                  f"{r['gain']} | {r['verdict']} |" for r in learned_rows(learned, summary, list(plan.graphs))]
+        lines += ["", "Rows of `learned` (the pretrained placer of `rlplace.placers.learned`, no training run: "
+                  "`evaluations` = placements, warm from its hint, the best heuristic) are read from "
+                  "`learned_equal_evaluations.json` (`experiments/learned_equal_evaluations.py`): its local search "
+                  f"starts from the best heuristic's placement, seeded {', '.join(map(str, plan.seeds))} as the "
+                  "training seeds of its weights."]
     rates = {}
     for key, seeds in summary["cells"].items():
         for r in seeds.values():
@@ -499,7 +530,9 @@ def report(plan: Plan, results: Path, work: Path, run: bool = True, table: Plan 
     json_path = results / "equal_evaluations.json"
     summary = run_plan(plan, json_path, work) if run else json.loads(json_path.read_text())
     table = table or plan
-    (results / "equal_evaluations.md").write_text(markdown(summary, table))
+    learned_path = results / "learned_equal_evaluations.json"
+    learned = json.loads(learned_path.read_text()) if learned_path.is_file() else None
+    (results / "equal_evaluations.md").write_text(markdown(summary, table, learned))
     plot(summary, table, results / "equal_evaluations.png", seed=min(table.seeds))
     return summary
 

@@ -12,7 +12,8 @@ hint, the best heuristic) against ``local_search`` of B evaluations from the sam
 heuristic's placement, seeded with the training seed. Every step time is the simulator's; the
 gain is 1 - median(learned) / median(search) over the seeds, as in ``equal_evaluations.md``.
 
-Writes experiments/results/learned_equal_evaluations.{json,md}.
+Writes experiments/results/learned_equal_evaluations.{json,md} and redraws ``equal_evaluations.md``,
+whose table shows these cells beside the Hierarchical Planner's and Mars'.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments import equal_evaluations
 from experiments.equal_evaluations import GRAPHS, ZOO, compose_train, graph_overrides
-from experiments.learned_listsched import step_time
+from experiments.learned_listsched import step_time, zero_weights
 from rlplace.errors import ArgumentParser, run_script
 from rlplace.placers.learned import LearnedPlacer
 from rlplace.placers.search import HEURISTICS, LocalSearch, best_of
@@ -41,19 +43,22 @@ def run_graph(key: str, work: Path, weights: dict[str, Path], budgets: list[int]
     row = {"graph": key, "ops": graph.num_ops, "best_heuristic": name, "best_heuristic_step_time": best,
            "budgets": {}}
     for budget in budgets:
-        cell = {"learned": {}, "local_search": {}, "seconds": {}}
+        cell = {"learned": {}, "local_search": {}, "no_network": {}, "seconds": {}}
         for seed, path in weights.items():
             began = time.perf_counter()
-            placement = LearnedPlacer(weights=str(path), evaluations=budget).place(graph, cluster)
+            placement = LearnedPlacer(weights=str(path), evaluations=budget, seed=int(seed[1:])).place(graph, cluster)
             cell["seconds"][seed] = time.perf_counter() - began
             cell["learned"][seed] = step_time(graph, cluster, placement)
+            control = LearnedPlacer(weights=str(zero_weights(path, work)), evaluations=budget, seed=int(seed[1:]))
+            cell["no_network"][seed] = step_time(graph, cluster, control.place(graph, cluster))
             search = LocalSearch(evaluations=budget, seed=int(seed[1:]), progress=False).search(graph, cluster, start, name)
             cell["local_search"][seed] = search.step_time if search.overflow_bytes == 0 else float("inf")
         learned, searched = statistics.median(cell["learned"].values()), statistics.median(cell["local_search"].values())
         cell["gain"] = 1 - learned / searched
         cell["met"] = cell["gain"] >= TARGET
         row["budgets"][str(budget)] = cell
-        print(f"{key} at {budget}: learned {learned * 1e3:.2f} ms, search {searched * 1e3:.2f} ms, "
+        control = statistics.median(cell["no_network"].values())
+        print(f"{key} at {budget}: learned {learned * 1e3:.2f} ms, control {control * 1e3:.2f} ms, search {searched * 1e3:.2f} ms, "
               f"gain {100 * cell['gain']:+.2f}%", flush=True)
     return row
 
@@ -66,8 +71,10 @@ def markdown(record: dict) -> str:
              f"graphs (mars_p100); step times (ms) median [min-max] over the training seeds {', '.join(record['seeds'])} "
              "(the search seeded alike); gain = 1 - median(learned) / median(search); target: warm, at least "
              f"{100 * TARGET:.0f}% faster at 500 and 2,000.", "",
-             "| graph | ops | best heuristic (ms) | evaluations | learned | local search | gain | verdict |",
-             "|---|---:|---|---:|---|---|---:|---|"]
+             "The control: the same placer and search with every weight 0 (every device scores alike, so the "
+             "search's network half moves ops at random): what training adds.", "",
+             "| graph | ops | best heuristic (ms) | evaluations | learned | control (weights 0) | local search | gain | verdict |",
+             "|---|---:|---|---:|---|---|---|---:|---|"]
 
     def spread(values: dict) -> str:
         v = [1e3 * x for x in values.values()]
@@ -76,7 +83,7 @@ def markdown(record: dict) -> str:
     for r in record["graphs"]:
         for budget, cell in r["budgets"].items():
             lines.append(f"| {r['graph']} | {r['ops']} | {1e3 * r['best_heuristic_step_time']:.2f} ({r['best_heuristic']}) "
-                         f"| {int(budget):,} | {spread(cell['learned'])} | {spread(cell['local_search'])} | "
+                         f"| {int(budget):,} | {spread(cell['learned'])} | {spread(cell['no_network'])} | {spread(cell['local_search'])} | "
                          f"{100 * cell['gain']:+.2f}% | {'met' if cell['met'] else 'not met'} |")
     met = sum(c["met"] for r in record["graphs"] for c in r["budgets"].values())
     cells = sum(len(r["budgets"]) for r in record["graphs"])
@@ -97,6 +104,7 @@ def main() -> None:
     record = {"seeds": list(weights), "graphs": rows, "run_time_s": time.perf_counter() - began}
     (RESULTS / "learned_equal_evaluations.json").write_text(json.dumps(record, indent=1) + "\n")
     (RESULTS / "learned_equal_evaluations.md").write_text(markdown(record))
+    equal_evaluations.main(["--markdown"])  # its table has this record's rows
     print(markdown(record))
 
 

@@ -136,13 +136,17 @@ def sb3(results: Path) -> str:
 
 
 def equal_evaluation_rows(results: Path, retired: bool = True) -> tuple[list[dict], list[dict], tuple[int, ...]]:
-    """``equal_evaluations.py``'s rows of every cell, those with a verdict (a target and all 3
-    seeds), and the budgets; ``retired``: with the cells of variants since removed."""
+    """``equal_evaluations.py``'s rows of every cell (the pretrained ``learned`` placer's from
+    ``learned_equal_evaluations.json``), those with a verdict (a target and all 3 seeds), and
+    the budgets; ``retired``: with the cells of variants since removed."""
     from experiments import equal_evaluations as E   # imports torch and Hydra: only for these spans
 
     summary = json.loads((results / "equal_evaluations.json").read_text())
     agents = list(E.AGENTS) + (list(E.RETIRED) if retired else [])
     rows = E.cell_rows(summary, list(E.GRAPHS), agents, list(E.STARTS), E.BUDGETS, (0, 1, 2))
+    learned = results / "learned_equal_evaluations.json"   # the pretrained placer's cells
+    if learned.is_file():
+        rows += E.learned_rows(json.loads(learned.read_text()), summary, list(E.GRAPHS))
     judged = [r for r in rows if r.get("met") is not None]
     return rows, judged, tuple(E.BUDGETS)
 

@@ -255,13 +255,19 @@ def test_a_bad_weights_file_is_one_config_error_naming_it(tmp_path, kind):
         LearnedPlacer(weights=str(path))
 
 
-def test_the_search_along_the_policy_never_returns_worse_than_its_start():
-    graph = layered(150, width=8, seed=4)
-    cluster = Cluster.homogeneous(3, 2**50, LINKS[0])
-    plan, network = ListSchedule(graph, cluster), load_weights(WEIGHTS)
-    one = simulate(graph, cluster, plan.run(network, cluster.memory).ops.device).step_time
-    device, _ = policy_search(plan, network, cluster.memory, evaluations=30)
-    assert simulate(graph, cluster, device).step_time <= one
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10**6), devices=st.integers(2, 4))
+def test_the_search_keeps_colocation_and_never_returns_worse_than_the_pass_or_the_hint(seed, devices):
+    graph = training_graph(seed, continuous=True, layers=4)
+    cluster = Cluster.homogeneous(devices, 2**40, LINKS[seed % 2])
+    hint = best_heuristic(graph, cluster)
+    plan, network = ListSchedule(graph, cluster, hint), load_weights(WEIGHTS)
+    greedy = plan.run(network, cluster.memory).ops.device.copy()
+    device, _ = policy_search(plan, network, cluster.memory, evaluations=30, seed=seed)
+    found = simulate(graph, cluster, device).step_time
+    assert found <= min(simulate(graph, cluster, greedy).step_time, simulate(graph, cluster, hint).step_time)
+    for ops in graph.colocation_groups.values():
+        assert len(set(device[ops].tolist())) == 1
     with pytest.raises(ConfigError, match="evaluations"):
         LearnedPlacer(evaluations=0)
 

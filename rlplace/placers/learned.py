@@ -26,13 +26,14 @@ Why a hint: the loop's own greedy rules place badly on their own (the earliest f
 without a hint (cloning earliest finish, then evolution strategies) placed the held-out family at
 2.3-2.4x the best heuristic (experiments/studies.md). Hinted, the trained network copies the
 hint where it knows no better (the hint is weighed beside its greedy pass, so the placement is
-the best heuristic's or faster), and its scores rank the decisions worth taking another way:
-``evaluations`` (default 1: one greedy pass) above 1 spend them through ``policy_search`` on the
-decisions the network was least sure of. With 50 that beats a local search of as many from the
-same hint on the held-out family (experiments/results/learned_listsched.md); with 500 or 2,000 on
-larger graphs it stalls and the local search does better
-(experiments/results/learned_equal_evaluations.md). Placing a 10,000-op graph takes about a second, most of it the
-heuristics.
+the best heuristic's or faster), and its scores rank the moves of a search: ``evaluations``
+(default 1: one greedy pass) above 1 spend them through ``policy_search``, a hill-climb from the
+better of the greedy pass and the hint in which half of each round's candidates move an op to a
+device the network prefers for it in the current placement and half are ``local_search``'s moves
+(experiments/results/learned_listsched.md at 50 evaluations, learned_equal_evaluations.md at 500
+and 2,000). An earlier search took the decisions the network was least sure of the other way and
+re-placed the rest by the policy: it stalled at 500-2,000 evaluations (experiments/studies.md).
+Placing a 10,000-op graph takes about a second, most of it the heuristics.
 
 The shipped weights (``learned.npz`` beside this file: numpy arrays read with
 ``allow_pickle=False``, so no code in a weights file runs, and no torch needed to place) were
@@ -59,7 +60,7 @@ from rlplace.placement import Placement
 from rlplace.placers import register
 from rlplace.placers.baselines import rank_order
 from rlplace.placers.fit import fastest_fit
-from rlplace.placers.search import HEURISTICS, best_of, evaluate_rows
+from rlplace.placers.search import HEURISTICS, LocalSearch, Moves, best_of, evaluate_rows
 from rlplace.schedule import Model, new_model
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.ops import (arrival, book_inputs, duration, fits, hold_op_memory, hold_persistent,
@@ -126,11 +127,14 @@ class LearnedPlacer:
     weights: str = str(WEIGHTS)
     evaluations: int = 1
     memory_rounds: int = 4
+    seed: int = 0   # of ``policy_search``'s draws: the same seed gives the same placement
 
     def __post_init__(self):
         for key in ("evaluations", "memory_rounds"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ConfigError(f"learned: {key} must be an integer >= 1, got {getattr(self, key)!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"learned: seed must be an integer >= 0, got {self.seed!r}")
         self.network = load_weights(self.weights)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
@@ -139,7 +143,7 @@ class LearnedPlacer:
 
         def place_within(budget):
             if self.evaluations > 1:
-                return policy_search(plan, self.network, budget, self.evaluations)
+                return policy_search(plan, self.network, budget, self.evaluations, seed=self.seed)
             m = plan.run(self.network, budget)
             return m.ops.device.copy(), m.memory.peak.copy()
 
@@ -160,45 +164,55 @@ def scores(rows: np.ndarray, network) -> np.ndarray:
     return np.tanh(np.tanh(rows @ w1 + b1) @ w2 + b2) @ w3 + b3[0]
 
 
-def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations: int,
-                  batch: int = 8) -> tuple[np.ndarray, np.ndarray]:
-    """The best of ``evaluations`` placements the simulator runs, searched along the policy:
-    from the greedy placement, the decisions the network was least sure of (the smallest score
-    gap between its choice and another device) are taken the other way, the rest of the graph
-    placed by the policy, ``batch`` at a time; the best, where it beats the current one, becomes
-    the current. Returns (one device per op, the planned peak per device) of the best."""
+def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations: int, batch: int = 8,
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The best of ``evaluations`` placements the simulator runs: a local search (hill-climbing,
+    as ``local_search``) whose moves the network ranks. It starts from the better of the greedy
+    pass and the hint. The policy's loop runs the current placement (every op forced where it
+    is) and records its feature rows: a device's preference for an op is its score minus that
+    of the op's current device. Each round evaluates ``batch`` candidates: half move one
+    colocation unit to a device drawn by preference (Gumbel top-k: without replacement, in
+    proportion to exp(preference)) and not tried from the same device before; half are
+    ``local_search``'s moves (one unit or a run of units onto one device, ``Moves``). The
+    round's best is kept if it is not worse (memory overflow, then step time). Returns (one
+    device per op, the planned peak per device) of the best."""
     graph, cluster = plan.graph, plan.cluster
-    current = plan.run(network, budget, record=True)
-    decisions = plan.decisions
-    over, step = evaluate_rows(graph, cluster, current.ops.device[None])
-    best = (float(over[0]), float(step[0]))
-    spent, tried = 1, set()
-    while spent < evaluations:
-        s = scores(decisions.features, network)
-        gap = s[np.arange(len(s)), decisions.chosen][:, None] - s
-        gap[~decisions.allowed] = np.inf
-        gap[np.arange(len(s)), decisions.chosen] = np.inf
-        for k, d in tried:
-            gap[k, d] = np.inf
-        flat = np.argsort(gap, axis=None, kind="stable")[:min(batch, evaluations - spent)]
-        pairs = [divmod(int(i), cluster.num_devices) for i in flat if np.isfinite(gap.flat[i])]
-        if not pairs:
-            break
-        forced = np.full((len(pairs), graph.num_ops), -1, dtype=np.int64)
-        for row, (k, d) in enumerate(pairs):
-            forced[row, :k] = decisions.chosen[:k]
-            forced[row, k] = d
-        placed = np.stack([plan.run(network, budget, forced=f).ops.device.copy() for f in forced])
-        over, step = evaluate_rows(graph, cluster, placed)
-        spent += len(pairs)
-        tried.update(pairs)
+    rng = np.random.default_rng(seed)
+    moves = Moves(graph, cluster.num_devices, LocalSearch.run_fraction)
+    starts = [plan.run(network, budget).ops.device.copy()] + ([plan.hint] if np.all(plan.hint >= 0) else [])
+    over, step = evaluate_rows(graph, cluster, np.stack(starts))
+    j = int(np.lexsort((step, over))[0])
+    current, best, spent = starts[j].copy(), (float(over[j]), float(step[j])), len(starts)
+    tried: set[tuple[int, int, int]] = set()  # (unit, to, from)
+    preference = None
+    while spent < evaluations and cluster.num_devices > 1:
+        if preference is None:
+            plan.run(network, budget, forced=current, record=True)
+            s = scores(plan.decisions.features, network)
+            preference = s - s[np.arange(len(s)), plan.decisions.chosen][:, None]
+            unit_of = moves.units.group_of[plan.decisions.order]
+        size = min(batch, evaluations - spent)
+        candidates = []
+        keys = preference + rng.gumbel(size=preference.shape)
+        for i in np.argsort(-keys, axis=None, kind="stable"):
+            if len(candidates) == (size + 1) // 2:
+                break
+            k, to = divmod(int(i), cluster.num_devices)
+            unit, came = int(unit_of[k]), int(current[plan.decisions.order[k]])
+            if to == came or (unit, to, came) in tried:
+                continue
+            tried.add((unit, to, came))
+            candidate = current.copy()
+            candidate[moves.units.group_of == unit] = to
+            candidates.append(candidate)
+        units = moves.of_placement(Placement(current))
+        candidates += [moves.expand(moves.propose(units, rng)) for _ in range(size - len(candidates))]
+        over, step = evaluate_rows(graph, cluster, np.stack(candidates))
+        spent += size
         j = int(np.lexsort((step, over))[0])
-        if (float(over[j]), float(step[j])) < best:
-            best = (float(over[j]), float(step[j]))
-            current = plan.run(network, budget, forced=forced[j], record=True)
-            decisions = plan.decisions
-            tried = {(k, d) for k, d in tried if k <= pairs[j][0]}  # later decisions now differ
-    return current.ops.device.copy(), current.memory.peak.copy()
+        if (float(over[j]), float(step[j])) <= best:
+            current, best, preference = candidates[j], (float(over[j]), float(step[j])), None
+    return current, plan.run(network, budget, forced=current).memory.peak.copy()
 
 
 class ListSchedule:
@@ -224,8 +238,8 @@ class ListSchedule:
             forced: np.ndarray | None = None, record: bool = False) -> Model:
         """Place every op: ``network`` (``load_weights``) scores devices, or with ``network=None``
         each op goes where it starts earliest (ties: finishes earliest, then the lower device;
-        ``critical_path``); ``noise`` (n, D) is added to the scores (sampling), ``forced[k] >= 0``
-        takes that device for the k-th op decided. Returns the finished model (``m.ops.device``,
+        ``critical_path``); ``noise`` (n, D) is added to the scores (sampling), ``forced[op] >= 0``
+        takes that device for ``op``. Returns the finished model (``m.ops.device``,
         ``m.memory.peak``: the planned peak per device); with ``record``, ``self.decisions``
         holds what the policy saw."""
         n, D = self.graph.num_ops, self.cluster.num_devices
@@ -374,7 +388,7 @@ def _decide(m, rank_position, unit_of, num_units, cap, tail, output_transfer, sc
                 elif not ok.any():
                     need = graph.persistent[op] + graph.alloc_at_start[op]
                     ok[least_overfilled(memory, reserved, cap, need, graph.persistent[op])] = True
-                d = forced[decided]
+                d = forced[op]
                 if d < 0 and earliest_start:
                     for c in range(ndev):  # rows[c, 1] and rows[c, 0] grow with the start and finish
                         if ok[c] and (d < 0 or (rows[c, 1], rows[c, 0]) < (rows[d, 1], rows[d, 0])):
