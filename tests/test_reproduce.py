@@ -1,6 +1,7 @@
 """rlplace-reproduce: every table config in smoke mode, the claim checker on fabricated records,
 and Hydra sweeps (a two-job joblib multirun gathered by experiments/summarize.py)."""
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -8,6 +9,7 @@ import sys
 from importlib.resources import files
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_module
 
 from conftest import REPO
@@ -73,10 +75,11 @@ def test_missing_records_and_empty_settings_are_not_checked():
 
 def test_verdict_lines_carry_the_status_the_numbers_and_why():
     claim = C.faster("x", "m-ETF beats expert", ["g"], [("m_etf", "expert")])
-    v = claim.verdict(RECORDS, {"x": "transfers dominate"})
+    v = dataclasses.replace(claim.verdict(RECORDS), why="transfers dominate")
     assert v.line().startswith("- **does not hold** — m-ETF beats expert: g: m_etf 0.224 s vs expert 0.214 s")
     assert v.line().endswith("Why: transfers dominate")
-    ok = C.faster("y", "m-SCT beats expert", ["g"], [("m_sct", "expert")]).verdict(RECORDS, {"y": "unused"})
+    ok = dataclasses.replace(C.faster("y", "m-SCT beats expert", ["g"], [("m_sct", "expert")]).verdict(RECORDS),
+                             why="unused")
     assert ok.line().startswith("- **holds**") and "Why" not in ok.line()
 
 
@@ -270,11 +273,21 @@ def test_update_why_rewrites_only_the_notes_of_a_recorded_run(tmp_path):
                 C.faster("y", "m-SCT beats expert", ["g"], [("m_sct", "expert")]).verdict(RECORDS)]
     (tmp_path / "t.md").write_text("# T\n\n| a |\n\n## Claims\n\n" + "\n".join(v.line() for v in verdicts) + "\n")
     (tmp_path / "results.json").write_text(json.dumps({"claims": [v.as_dict() for v in verdicts], "records": []}))
-    text = update_why(tmp_path, {"name": "t", "why": {"x": "latency", "y": "unused"}})
+    (tmp_path / "why.yaml").write_text("x: latency\ny: unused\n")
+    text = update_why(tmp_path, "t")
     assert text.startswith("# T\n\n| a |\n\n## Claims\n")
     lines = text.splitlines()[-2:]
     assert lines[0] == verdicts[0].line() + " Why: latency" and lines[1] == verdicts[1].line()
     assert json.loads((tmp_path / "results.json").read_text())["claims"][0]["why"] == "latency"
+    (tmp_path / "why.yaml").write_text("- a list\n")
+    with pytest.raises(ConfigError, match="why.yaml"):
+        update_why(tmp_path, "t")
+
+
+def test_every_recorded_note_names_a_claim_of_its_recorded_table():
+    for why in sorted((REPO / "experiments/results/tables").glob("*/why.yaml")):
+        ids = {c["id"] for c in json.loads((why.parent / "results.json").read_text())["claims"]}
+        assert set(yaml.safe_load(why.read_text())) <= ids, why
 
 
 class Terminal(io.StringIO):

@@ -8,7 +8,7 @@ paper's numbers, with the claims' verdicts.
     rlplace-reproduce table=mars_table2 +table.agent_overrides.mars.policy.placer_hidden=128
     rlplace-reproduce table=mars_table2 hydra.run.dir=<old run>   # continue it: finished runs read back
     rlplace-reproduce table=celeritas_table3 record=true  # also copy to experiments/results/tables/
-    rlplace-reproduce table=baechi_table3 why_only=true   # recorded run: refresh the `why` notes only
+    rlplace-reproduce table=baechi_table3 why_only=true   # recorded run: refresh its `why` notes (why.yaml beside it)
 
 Tables are configs in ``rlplace/conf/table/``; their code lives in ``rlplace/apps/tables/`` (one module per
 paper), installed with rlplace. Writes ``<table>.md``, ``results.json`` and the figures into the
@@ -95,7 +95,7 @@ def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
         recorded = recorded_dir(table["name"], "why_only")
         if not (recorded / "results.json").is_file():
             raise ConfigError(f"why_only: no recorded run in {recorded}")
-        log.info(update_why(recorded, table))
+        log.info(update_why(recorded, table["name"]))
         return None
     dest = recorded_dir(table["name"], "record") if cfg.record else None  # before any work
     module, _, func = table["run"].partition(":")
@@ -115,6 +115,7 @@ def reproduce(cfg: DictConfig, out_dir: Path) -> TableOutput | None:
         dest.mkdir(parents=True, exist_ok=True)
         for name in [f"{table['name']}.md", "results.json", *output.figures]:
             shutil.copy(out_dir / name, dest / name)
+        update_why(dest, table["name"])
         log.info(f"recorded in {dest}")
     log.info(f"results in {out_dir}")
     return output

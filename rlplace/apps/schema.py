@@ -168,7 +168,7 @@ class ReproduceApp:
     seed: int = allowed(0, SEED)
     plots: bool = allowed(True, FLAG)
     record: bool = allowed(False, FLAG)     # also copy the outputs to experiments/results/tables/<table>/
-    why_only: bool = allowed(False, FLAG)   # rewrite the recorded run's claim lines with the `why` notes
+    why_only: bool = allowed(False, FLAG)   # rewrite the recorded run's claim lines with its why.yaml notes
 
 
 @dataclass

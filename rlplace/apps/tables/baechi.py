@@ -16,7 +16,7 @@ from rlplace.placers import make_placer
 from rlplace.sim import simulate
 from rlplace.apps.tables import claims as C
 from rlplace.apps.tables.common import (GIB, OPTIMIZER_OFF, OPTIMIZER_ON, Context, Setting, TableOutput, cell, cluster_of,
-                                   fmt_step, judge, paper_value, placer_options, plot_step_times, progress,
+                                   fmt_step, paper_value, placer_options, plot_step_times, progress,
                                    run_placer, run_placers, setting_lines, settings)
 
 BAECHI = ["m_topo", "m_etf", "m_sct"]
@@ -83,7 +83,7 @@ def table3(table: Mapping, ctx: Context) -> TableOutput:
 def _finish(table, ctx, sets, cluster, header, rows, records, claims, placers, notes=(), extra=(),
             value="step_time", ylabel="step time (s)", plot_records=None) -> TableOutput:
     out = TableOutput(table["name"], table["title"], setting_lines(table, sets, cluster, ctx, extra),
-                      header, rows, records, judge(claims, records, table), list(notes))
+                      header, rows, records, C.verdicts(claims, records), list(notes))
     if ctx.plots:
         name = "step_times.png" if value == "step_time" else f"{value}.png"
         plot_step_times(records if plot_records is None else plot_records, _labels(sets), ctx.out_dir / name,
@@ -230,7 +230,7 @@ def fig9(table: Mapping, ctx: Context) -> TableOutput:
                       setting_lines(table, sets, cluster, ctx, [f"memory per device: {cut:.0%} of the preset's "
                                                                 f"({cluster.memory.min() / GIB:.3g} GiB)"]),
                       ["model", "placer", "peak memory / limit, per device"], rows, records,
-                      judge(claims, records, table))
+                      C.verdicts(claims, records))
     if ctx.plots:
         _plot_fig9(records, sets, placers, ctx.out_dir / "peak_memory.png", table["title"])
         plot_step_times(records, _labels(sets), ctx.out_dir / "step_times.png", f"{table['title']}: step times", placers)
@@ -364,7 +364,7 @@ def fig8(table: Mapping, ctx: Context) -> TableOutput:
                                                                 "tensor's bytes × U[1, 1 + p]; seeds per p: " + ", ".join(
                                                                     f"{s.key} {s.spec.get('seeds', table['seeds'])}" for s in sets)]),
                       header, rows, records + [{**x, "summary": True} for x in sens],
-                      judge(claims, sens, table), ["Cells: mean [min, max] of step time / unperturbed placement's."])
+                      C.verdicts(claims, sens), ["Cells: mean [min, max] of step time / unperturbed placement's."])
     if ctx.plots:
         _plot_fig8(summary, sets, table["placers"], ps, ctx.out_dir / "perturbation.png", table["title"])
         out.figures.append("perturbation.png")

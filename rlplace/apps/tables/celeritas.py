@@ -6,7 +6,7 @@ from typing import Mapping
 
 from rlplace.placers.celeritas import fusion_stats
 from rlplace.apps.tables import claims as C
-from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, judge, paper_value,
+from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, paper_value,
                                    plot_step_times, run_placers, setting_lines, settings)
 from rlplace.apps.tables.learned import beside_notes, beside_records, budget_words, train_record
 
@@ -46,7 +46,7 @@ def table2(table: Mapping, ctx: Context) -> TableOutput:
     out = TableOutput(table["name"], table["title"], setting_lines(table, sets, cluster, ctx,
                       [f"fusion: exploration range R = {options.get('exploration_range', 200)}, M = "
                        f"{options.get('fusion_memory_fraction', 0.25)} of a device's memory"]),
-                      header, rows, records, judge(claims, records, table), ["Cells: ours (paper)."])
+                      header, rows, records, C.verdicts(claims, records), ["Cells: ours (paper)."])
     if ctx.plots:
         plot_step_times([{**r, "placer": "before", "ccr": r["ccr_before"]} for r in records]
                         + [{**r, "placer": "after", "ccr": r["ccr_after"]} for r in records],
@@ -99,7 +99,7 @@ def table3(table: Mapping, ctx: Context) -> TableOutput:
                                     [f"HRL: the Hierarchical Planner, {budget_words(ctx.budget, ctx)}" if ctx.budget else
                                      "HRL: not run (give budget=N to train the Hierarchical Planner); paper's only"]),
                       ["model", *columns, "Celeritas vs second best"], rows, records + beside,
-                      judge(claims, records, table), ["Cells: ours (paper), seconds.", *beside_notes(learned, beside, ctx)])
+                      C.verdicts(claims, records), ["Cells: ours (paper), seconds.", *beside_notes(learned, beside, ctx)])
     if ctx.plots:
         plot_step_times(records, _labels(sets), ctx.out_dir / "step_times.png", table["title"], placers)
         out.figures.append("step_times.png")
@@ -124,7 +124,7 @@ def table4(table: Mapping, ctx: Context) -> TableOutput:
     ]
     out = TableOutput(table["name"], table["title"], setting_lines(table, sets, cluster, ctx,
                       ["placement time measured on this machine (2 cores, shared), Standard Evaluation excluded"]),
-                      ["model", *placers, "HRL (paper)"], rows, records, judge(claims, records, table),
+                      ["model", *placers, "HRL (paper)"], rows, records, C.verdicts(claims, records),
                       ["Cells: ours (paper), seconds."])
     if ctx.plots:
         plot_step_times(records, _labels(sets), ctx.out_dir / "placement_time.png", table["title"], placers,
@@ -166,7 +166,7 @@ def table5(table: Mapping, ctx: Context) -> TableOutput:
              *(f"{spec.get('label', spec['key'])}: `{spec['model']}` ({', '.join(f'{k}={v}' for k, v in spec.get('knobs', {}).items())})"
                for spec in table["models"])]
     out = TableOutput(table["name"], table["title"], lines, ["model", "ops", "memory deviation", "time deviation"],
-                      rows, records, judge(claims, records, table), ["Cells: ours (paper)."])
+                      rows, records, C.verdicts(claims, records), ["Cells: ours (paper)."])
     if ctx.plots:
         plot_step_times([{"model": "all", "placer": f"{r['model']} {kind}", "dev": r[f"{kind}_deviation"]}
                          for r in records for kind in ("memory", "time")], {"all": "mean relative deviation"},

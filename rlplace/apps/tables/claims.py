@@ -41,9 +41,9 @@ class Claim:
     text: str
     check: Check
 
-    def verdict(self, records: Records, why: Mapping[str, str] | None = None) -> Verdict:
+    def verdict(self, records: Records) -> Verdict:
         holds, numbers = self.check(records)
-        return Verdict(self.id, self.text, holds, numbers, (why or {}).get(self.id, ""))
+        return Verdict(self.id, self.text, holds, numbers)
 
 
 def find(records: Records, model: str, placer: str, **where) -> Mapping | None:
@@ -147,5 +147,5 @@ def _each_case(cases: Sequence[tuple[str, str]], where: Mapping, test: Callable[
     return check
 
 
-def verdicts(claims: Sequence[Claim], records: Records, why: Mapping[str, str] | None = None) -> list[Verdict]:
-    return [c.verdict(records, why) for c in claims]
+def verdicts(claims: Sequence[Claim], records: Records) -> list[Verdict]:
+    return [c.verdict(records) for c in claims]

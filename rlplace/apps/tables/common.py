@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 import matplotlib
+import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -26,7 +27,7 @@ from rlplace.presets import load_preset  # noqa: E402
 from rlplace.progress import progress_bar  # noqa: E402
 from rlplace.zoo import cache_dir, zoo_graph  # noqa: E402,F401  (the tables' and experiments' import)
 from rlplace.zoo import layered, linear_regression  # noqa: E402
-from rlplace.apps.tables.claims import Claim, Verdict, verdicts  # noqa: E402
+from rlplace.apps.tables.claims import Verdict  # noqa: E402
 
 GIB = 2**30
 T = TypeVar("T")
@@ -193,12 +194,15 @@ class TableOutput:
              "claims": [v.as_dict() for v in self.verdicts]}, indent=1, default=json_default))
 
 
-def update_why(out_dir: Path, table: Mapping[str, Any]) -> str:
-    """Rewrite a recorded table's claim lines with the config's current ``why`` notes; the
-    verdicts and numbers stay as recorded. Returns the new markdown."""
-    results_path, md_path = out_dir / "results.json", out_dir / f"{table['name']}.md"
+def update_why(out_dir: Path, name: str) -> str:
+    """Rewrite a recorded table's claim lines with the notes of ``out_dir/why.yaml`` (claim id:
+    why it does not hold here, as measured); the verdicts and numbers stay as recorded. Returns
+    the new markdown."""
+    results_path, md_path, why_path = out_dir / "results.json", out_dir / f"{name}.md", out_dir / "why.yaml"
+    why = yaml.safe_load(why_path.read_text()) if why_path.is_file() else {}
+    if not (isinstance(why, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in why.items())):
+        raise ConfigError(f"{why_path}: not a mapping of claim ids to text")
     results = json.loads(results_path.read_text())
-    why = table.get("why") or {}
     found = [Verdict(**{**v, "why": why.get(v["id"], "")}) for v in results["claims"]]
     results["claims"] = [v.as_dict() for v in found]
     head = md_path.read_text().split("## Claims")[0]
@@ -263,11 +267,6 @@ def fmt_step(record: Mapping | None) -> str:
     if record is None:
         return "—"
     return "OOM" if record.get("oom") else f"{record['step_time']:.4g}"
-
-
-def judge(claims: Sequence[Claim], records: Sequence[Mapping], table: Mapping[str, Any]) -> list[Verdict]:
-    """The claims' verdicts, with the config's ``why`` notes for those that do not hold."""
-    return verdicts(claims, records, table.get("why", {}))
 
 
 def plot_step_times(records: Sequence[Mapping], labels: Mapping[str, str], path: Path, title: str,

@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from rlplace.apps.tables import claims as C
-from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_name, cluster_of, fmt_step, judge,
+from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_name, cluster_of, fmt_step,
                                    paper_value, plot_step_times, run_placers, setting_lines, settings)
 from rlplace.apps.tables.learned import (beside_notes, beside_records, budget_words, lower_bounds, plot_curves,
                                         train_record)
@@ -65,7 +65,7 @@ def _finish(table, ctx, sets, records, learned, header, rows, claims, placers) -
                       setting_lines(table, sets, cluster_of(table, setting=sets[0]), ctx,
                                     [f"learned: {table['agent']['name']}, {budget_words(_budget(table, ctx), ctx)} "
                                      f"(the paper: 1000 policy updates × 4 samples); clusters per row"]),
-                      header, rows, records + beside, judge(claims, records, table),
+                      header, rows, records + beside, C.verdicts(claims, records),
                       ["Cells: ours (paper), seconds.", *beside_notes(learned, beside, ctx)])
     if ctx.plots:
         plot_step_times(records, labels, ctx.out_dir / "step_times.png", table["title"], placers)
@@ -106,7 +106,7 @@ def table2(table: Mapping, ctx: Context) -> TableOutput:
                       setting_lines(table, sets, cluster_of(table, setting=sets[0]), ctx,
                                     [f"{trials} random groupings per model, {budget_words(_budget(table, ctx), ctx)}"]),
                       ["model", "random: best", "median", "worst", "Hierarchical Planner", "improvement"], rows,
-                      learned + summary + beside, judge(claims, summary, table),
+                      learned + summary + beside, C.verdicts(claims, summary),
                       ["Cells: ours (paper), seconds.",
                        *beside_notes([r for r in learned if r["placer"] == "hierarchical"], beside, ctx)])
     if ctx.plots and learned:

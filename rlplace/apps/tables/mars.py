@@ -9,7 +9,7 @@ from typing import Mapping
 
 from rlplace.errors import ConfigError
 from rlplace.apps.tables import claims as C
-from rlplace.apps.tables.common import (Context, TableOutput, build_setting, cell, cluster_of, fmt_step, judge,
+from rlplace.apps.tables.common import (Context, TableOutput, build_setting, cell, cluster_of, fmt_step,
                                    paper_value, plot_step_times, run_placers, setting_lines, settings)
 from rlplace.apps.tables.learned import (beside_notes, beside_records, budget_words, lower_bounds, plot_curves,
                                         train_record)
@@ -51,7 +51,7 @@ def _table(table: Mapping, ctx: Context, sets, heuristics: list[dict], learned: 
                       setting_lines(table, sets, cluster_of(table), ctx,
                                     [f"learned: {budget_words(_budget(table, ctx), ctx)}", *extra,
                                      *([f"not trained (table.skip): {', '.join(table['skip'])}"] if table.get("skip") else [])]),
-                      ["model", *columns], rows, records + beside, judge(claims, records, table),
+                      ["model", *columns], rows, records + beside, C.verdicts(claims, records),
                       ["Cells: ours (paper), seconds.", *([_evaluated_note(learned)] if learned else []),
                        *beside_notes(learned, beside, ctx)])
     if ctx.plots and records:
