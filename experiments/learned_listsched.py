@@ -8,7 +8,7 @@ rlplace.learn.listsched RUNS_DIR/sK --seed K``), each with its ``learned.npz`` a
 Per graph of the test family and per seed: **zero-shot**, the ``learned`` placer's placement
 (one greedy pass of the policy, hinted by the best heuristic, which the placer weighs beside it)
 and the greedy pass alone; **50 evaluations**, the placer with ``evaluations=50`` (the search
-along the policy of ``rlplace.placers.learned.policy_search``) against a ``local_search`` of 50
+of ``rlplace.placers.learned.policy_search``, a local search whose moves the network ranks) against a ``local_search`` of 50
 evaluations from the best heuristic's placement (seeded alike); the best heuristic
 (``rlplace.placers.search.HEURISTICS``), ``single`` and the lower bound. Every step time is the
 simulator's. Also the placement time at 10,000 ops (a layered DAG, 4 devices).
@@ -162,7 +162,7 @@ def markdown(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> None:
-    """The training curves: the greedy pass and the policy's search on the training family
+    """The training curves: the zero-shot placement and the policy's search on the training family
     against the best heuristic."""
     import matplotlib
 
@@ -173,7 +173,7 @@ def plot(result: dict, path: Path) -> None:
     for i, (seed, run) in enumerate(result["curves"].items()):
         curves = run["curves"]
         x = [c["clone_round"] - run["config"]["clone_rounds"] + c["generation"] for c in curves]
-        ax.plot(x, [c["ratio_geomean"] for c in curves], color=f"C{i}", label=f"{seed}: greedy pass")
+        ax.plot(x, [c["ratio_geomean"] for c in curves], color=f"C{i}", label=f"{seed}: zero-shot")
         ax.plot(x, [c["search_ratio_geomean"] for c in curves], "--", color=f"C{i}",
                 label=f"{seed}: policy_search, {run['config']['search_evaluations']} evaluations")
     ax.axhline(1.0, color="k", lw=0.8)

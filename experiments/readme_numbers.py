@@ -24,13 +24,17 @@ A generated span is everything between ``<!-- generated: NAME -->`` and ``<!-- /
   experiments/results/sb3_ppo.json (experiments/sb3_ppo.py);
 - ``equal_evaluations``: each learned placer's gain over the local search at 500 and 2,000
   evaluations and its verdict, per graph and start, from experiments/results/equal_evaluations.json
-  (experiments/equal_evaluations.py, whose verdicts it uses); ``learned_vs_search``: the cells
+  (experiments/equal_evaluations.py, whose verdicts it uses; the ``learned`` placer's cells from
+  experiments/results/learned_equal_evaluations.json); ``learned_vs_search``: the cells
   that meet their target, in a sentence, from the same json;
 - ``exact_reference``: the exact placer's proofs and gaps and m-ETF's and the local search's ratio to
   the best known placement, from experiments/results/exact_reference.json
   (experiments/exact_reference.py);
 - ``learned_listsched``: the pretrained ``learned`` placer on the held-out test family, from
   experiments/results/learned_listsched.json (experiments/learned_listsched.py);
+  ``learned_equal_evaluations``: its gain over a local search at 500 and 2,000 evaluations on
+  ``equal_evaluations.py``'s graphs, beside its zero-weight control, from
+  experiments/results/learned_equal_evaluations.json (experiments/learned_equal_evaluations.py);
 - ``learned_baechi_gnmt``, ``learned_gnmt4_p100``: the learned runs of experiments/learned_targets.py
   on one setting against the best heuristic and the local search beside each run, from
   experiments/results/learned/<setting>/learned_targets.json.
@@ -229,9 +233,26 @@ def learned_listsched(results: Path) -> str:
             f"- with 50 evaluations: {spread('tuned_over_search_gmean', '{:.4f}')}x a 50-evaluation local search "
             f"from the best heuristic (faster on {spread('tuned_faster', '{:.0f}')} of {len(recorded['graphs'])} "
             f"graphs, slower on {spread('tuned_slower', '{:.0f}')}), {spread('tuned_over_best_gmean', '{:.4f}')}x "
-            f"the best heuristic\n"
+            f"the best heuristic; the same search with every weight 0 (its network half moving ops at random) "
+            f"{spread('control_over_search_gmean', '{:.4f}')}x\n"
             f"- placement time at {recorded['timing']['ops']:,} ops: {recorded['timing']['median_seconds']:.2f} s "
             f"(this CPU; most of it the heuristics that give the hint)\n\n(`experiments/results/learned_listsched.md`)\n")
+
+
+def learned_equal_evaluations(results: Path) -> str:
+    recorded = json.loads((results / "learned_equal_evaluations.json").read_text())
+
+    def gain(values: dict, search: dict) -> str:
+        return f"{100 * (1 - float(np.median(list(values.values()))) / float(np.median(list(search.values())))):+.2f}%"
+
+    cells = [f"{g['graph']} at {int(b):,}: {gain(c['learned'], c['local_search'])} "
+             f"(weights 0: {gain(c['no_network'], c['local_search'])})"
+             for g in recorded["graphs"] for b, c in g["budgets"].items()]
+    met = sum(c["met"] for g in recorded["graphs"] for c in g["budgets"].values())
+    return (f"At equal evaluations on `equal_evaluations.py`'s four graphs, against a local search of as many "
+            f"from the same best heuristic (gain = 1 - median / median over {len(recorded['seeds'])} seeds; "
+            f"target +3%, met in {met} of {len(cells)}): " + "; ".join(cells)
+            + " (`experiments/results/learned_equal_evaluations.md`).\n")
 
 
 def exact_reference(results: Path) -> str:
@@ -261,7 +282,8 @@ def exact_reference(results: Path) -> str:
             f"(`experiments/results/exact_reference.md`).\n")
 
 
-GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "install": install, "command_times": command_times, "learned_listsched": learned_listsched, "search": search, "fidelity": fidelity,
+GENERATORS: dict[str, Callable[[Path], str]] = {"make_run": make_run, "install": install, "command_times": command_times, "learned_listsched": learned_listsched,
+                                               "learned_equal_evaluations": learned_equal_evaluations, "search": search, "fidelity": fidelity,
                                                "exact_reference": exact_reference,
                                                "sb3": sb3, "equal_evaluations": equal_evaluations,
                                                "learned_vs_search": learned_vs_search,

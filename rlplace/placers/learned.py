@@ -168,7 +168,7 @@ def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations
                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The best of ``evaluations`` placements the simulator runs: a local search (hill-climbing,
     as ``local_search``) whose moves the network ranks. It starts from the better of the greedy
-    pass and the hint. The policy's loop runs the current placement (every op forced where it
+    pass and the hint (two evaluations; with ``evaluations`` <= 2 that is all). The policy's loop runs the current placement (every op forced where it
     is) and records its feature rows: a device's preference for an op is its score minus that
     of the op's current device. Each round evaluates ``batch`` candidates: half move one
     colocation unit to a device drawn by preference (Gumbel top-k: without replacement, in
