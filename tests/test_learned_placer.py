@@ -270,6 +270,8 @@ def test_the_search_keeps_colocation_and_never_returns_worse_than_the_pass_or_th
         assert len(set(device[ops].tolist())) == 1
     with pytest.raises(ConfigError, match="evaluations"):
         LearnedPlacer(evaluations=0)
+    with pytest.raises(ConfigError, match="seed"):
+        LearnedPlacer(seed=True)
 
 
 def test_training_writes_weights_the_placer_loads_and_resumes(tmp_path):

@@ -56,6 +56,7 @@ from rlplace.cluster import Cluster
 from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
+from rlplace.options import SEED
 from rlplace.placement import Placement
 from rlplace.placers import register
 from rlplace.placers.baselines import rank_order
@@ -133,8 +134,8 @@ class LearnedPlacer:
         for key in ("evaluations", "memory_rounds"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ConfigError(f"learned: {key} must be an integer >= 1, got {getattr(self, key)!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"learned: seed must be an integer >= 0, got {self.seed!r}")
+        if not SEED.admits(self.seed):
+            raise SEED.error("learned: seed", self.seed)
         self.network = load_weights(self.weights)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
