@@ -263,7 +263,7 @@ def test_the_search_keeps_colocation_and_never_returns_worse_than_the_pass_or_th
     hint = best_heuristic(graph, cluster)
     plan, network = ListSchedule(graph, cluster, hint), load_weights(WEIGHTS)
     greedy = plan.run(network, cluster.memory).ops.device.copy()
-    device, _ = policy_search(plan, network, cluster.memory, evaluations=30, seed=seed)
+    device = policy_search(plan, network, cluster.memory, evaluations=30, seed=seed)
     found = simulate(graph, cluster, device).step_time
     assert found <= min(simulate(graph, cluster, greedy).step_time, simulate(graph, cluster, hint).step_time)
     for ops in graph.colocation_groups.values():

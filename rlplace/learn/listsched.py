@@ -173,7 +173,7 @@ def step_times(plans: list[ListSchedule], network, which, evaluations: int = 0) 
         plan = plans[i]
         budget = plan.cluster.memory.astype(np.int64)
         device = plan.run(network, budget).ops.device if evaluations == 0 else \
-            policy_search(plan, network, budget, evaluations)[0]
+            policy_search(plan, network, budget, evaluations)
         over, step = evaluate_rows(plan.graph, plan.cluster, device[None])
         out.append(float(step[0]) * (3.0 if over[0] > 0 else 1.0))
     return np.array(out)

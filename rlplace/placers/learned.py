@@ -143,9 +143,9 @@ class LearnedPlacer:
         plan = ListSchedule(graph, cluster, hint)
 
         def place_within(budget):
-            if self.evaluations > 1:
-                return policy_search(plan, self.network, budget, self.evaluations, seed=self.seed)
-            m = plan.run(self.network, budget)
+            searched = policy_search(plan, self.network, budget, self.evaluations, seed=self.seed) \
+                if self.evaluations > 1 else None
+            m = plan.run(self.network, budget, forced=searched)  # None: the greedy pass
             return m.ops.device.copy(), m.memory.peak.copy()
 
         device, _ = fastest_fit([place_within], graph, cluster, cluster.memory.astype(np.int64),
@@ -166,7 +166,7 @@ def scores(rows: np.ndarray, network) -> np.ndarray:
 
 
 def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations: int, batch: int = 8,
-                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                  seed: int = 0) -> np.ndarray:
     """The best of ``evaluations`` placements the simulator runs: a local search (hill-climbing,
     as ``local_search``) whose moves the network ranks. It starts from the better of the greedy
     pass and the hint (two evaluations; with ``evaluations`` <= 2 that is all). The policy's loop runs the current placement (every op forced where it
@@ -175,8 +175,8 @@ def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations
     colocation unit to a device drawn by preference (Gumbel top-k: without replacement, in
     proportion to exp(preference)) and not tried from the same device before; half are
     ``local_search``'s moves (one unit or a run of units onto one device, ``Moves``). The
-    round's best is kept if it is not worse (memory overflow, then step time). Returns (one
-    device per op, the planned peak per device) of the best."""
+    round's best is kept if it is not worse (memory overflow, then step time). Returns the
+    best placement, one device per op."""
     graph, cluster = plan.graph, plan.cluster
     rng = np.random.default_rng(seed)
     moves = Moves(graph, cluster.num_devices, LocalSearch.run_fraction)
@@ -213,7 +213,7 @@ def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations
         j = int(np.lexsort((step, over))[0])
         if (float(over[j]), float(step[j])) <= best:
             current, best, preference = candidates[j], (float(over[j]), float(step[j])), None
-    return current, plan.run(network, budget, forced=current).memory.peak.copy()
+    return current
 
 
 class ListSchedule:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 import matplotlib
-import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -19,6 +18,7 @@ import numpy as np  # noqa: E402
 from rlplace.apps.beside import MAX_SECONDS  # noqa: E402
 from rlplace.cluster import Cluster  # noqa: E402
 from rlplace.costs import with_analytical_costs  # noqa: E402
+from rlplace.datafile import load_yaml_data  # noqa: E402
 from rlplace.errors import ConfigError  # noqa: E402
 from rlplace.graph import OpGraph  # noqa: E402
 from rlplace.placers import make_placer  # noqa: E402
@@ -199,7 +199,7 @@ def update_why(out_dir: Path, name: str) -> str:
     why it does not hold here, as measured); the verdicts and numbers stay as recorded. Returns
     the new markdown."""
     results_path, md_path, why_path = out_dir / "results.json", out_dir / f"{name}.md", out_dir / "why.yaml"
-    why = yaml.safe_load(why_path.read_text()) if why_path.is_file() else {}
+    why = load_yaml_data(why_path, ConfigError, "why notes file") if why_path.is_file() else {}
     if not (isinstance(why, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in why.items())):
         raise ConfigError(f"{why_path}: not a mapping of claim ids to text")
     results = json.loads(results_path.read_text())
