@@ -12,7 +12,7 @@ optimizer's own placement (``optimizer_fallback=False``); and the lossless rule 
 fallback, which also places the graph with co-placement and fusion off and keeps the faster
 placement. Every placement is judged by the simulator. Beside it, placer-independent: the longest compute-only path of the
 graph the optimizer hands the placer, against the op graph's (fusion should not lengthen it).
-Co-placement on is the default "cost" rule (``rlplace.coarsen.coplacement_labels``); the lossless
+Co-placement on is the default "cost" rule (``rlplace.placers.baechi.optimizer.coplacement_labels``); the lossless
 rule is also run with §3.2's co-placement rule as written (``PAPER``: ``coplacement_rule="paper"``;
 experiments/studies.md, "Graph optimizer on vs off"), fusion off and on.
 
@@ -102,7 +102,7 @@ def critical_paths(graph) -> list[dict]:
     """The longest compute-only path of the graph the placers' optimizer sees (the forward ops
     when the graph has backward ops: the memory here always allows forward-only placement) and
     of its quotient under each rule, co-placement off and on."""
-    from rlplace.coarsen import GraphOptimizer, forward_part
+    from rlplace.placers.baechi.optimizer import GraphOptimizer, forward_part
 
     work = forward_part(graph)[0] if np.any(graph.forward_op >= 0) else graph
     base = longest_path(work)
@@ -118,7 +118,7 @@ def critical_paths(graph) -> list[dict]:
 
 
 def run(keys: list[str]) -> dict:
-    from rlplace.coarsen import forward_part
+    from rlplace.placers.baechi.optimizer import forward_part
     from rlplace.sim import simulate
 
     cl = clusters()
@@ -155,7 +155,7 @@ def markdown(out: dict) -> str:
     lines = ["# Operator fusion on vs off: m-ETF and m-SCT", "",
              "Step times from rlplace's simulator (ms). *off*: fusion off; *degree*: fusion with Baechi "
              "§3.3's rule as written (src out-degree ≤ 1 or dst in-degree ≤ 1: the default before this "
-             "benchmark); *lossless*: the rule now the default (`rlplace.coarsen.fuse`). Co-placement "
+             "benchmark); *lossless*: the rule now the default (`rlplace.placers.baechi.optimizer.fuse`). Co-placement "
              "off (colocation only) and on; forward-only placement at its default (on: every graph here "
              "fits one device). These three are the optimizer's own placements (`optimizer_fallback=false`). "
              "*fallback*: lossless with the default `optimizer_fallback` (the placer also places the graph "

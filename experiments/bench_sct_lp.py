@@ -1,4 +1,4 @@
-"""m-SCT's favourite-child LP: time vs graph size for rlplace.placers.sct_lp's two methods, and
+"""m-SCT's favourite-child LP: time vs graph size for rlplace.placers.baechi.sct_lp's two methods, and
 what each LP solution does to the favourite children and to m-SCT's simulated step time.
 
     .venv/bin/python experiments/bench_sct_lp.py [--sizes 1000 5000 20000 36000] [--repeats 3] [--quick]
@@ -29,7 +29,7 @@ from tqdm import tqdm
 from rlplace.errors import ArgumentParser, run_script
 from rlplace.cluster import load_preset
 from rlplace.placers import make_placer
-from rlplace.placers import sct_lp
+from rlplace.placers.baechi import sct_lp
 from rlplace.sim import simulate
 from rlplace.zoo import default_profile_path, layered, load_baechi_profile
 

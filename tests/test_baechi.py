@@ -7,7 +7,7 @@ from rlplace.cluster import Cluster, CommModel, load_preset
 from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
-from rlplace.placers.sct_lp import favorite_children
+from rlplace.placers.baechi.sct_lp import favorite_children
 from rlplace.schedule import memory_peaks
 from rlplace.sim import simulate
 from rlplace.zoo import chain, layered, linear_regression
@@ -235,7 +235,7 @@ def test_memory_rounds_reuse_the_optimizer_and_the_lp(monkeypatch):
     """The graph optimizer and m-SCT's LP do not depend on the memory budget, so the memory-fit
     rounds (nothing fits here, so every round runs) compute them once per placement: the LP once
     per graph placed (the optimizer's quotient, and the op graph for ``optimizer_fallback``)."""
-    import rlplace.placers.baechi as baechi
+    import rlplace.placers.baechi.placer as baechi
 
     calls = {"lp": 0, "optimizer": 0, "rounds": 0}
     lp, optimize, within = baechi.favorite_children, baechi.GraphOptimizer.optimize, baechi._BaechiPlacer._place_within
@@ -264,7 +264,7 @@ def test_the_kept_schedule_is_of_the_placement_returned(name, monkeypatch):
     """Nothing fits in 300 kB per device, so every memory round runs and ``fit_to_memory``
     returns the round that overflows least, here not the last: the own schedule, its peak
     memory and the planned peak kept are that round's."""
-    import rlplace.placers.baechi as baechi
+    import rlplace.placers.baechi.placer as baechi
 
     rounds = []
     within = baechi._BaechiPlacer._place_within

@@ -11,8 +11,9 @@ from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
-from rlplace.placers.celeritas import (cpd_topo, dfs_topo, follow_first_placed, fusion_stats, levels,
-                                       optimal_breakpoints, optimal_fusion)
+from rlplace.placers.celeritas.fusion import fusion_stats, optimal_breakpoints, optimal_fusion
+from rlplace.placers.celeritas.orders import cpd_topo, dfs_topo, levels
+from rlplace.placers.celeritas.placer import follow_first_placed
 from rlplace.schedule import memory_peaks
 from rlplace.sim import simulate
 from rlplace.zoo import fork_join, layered, linear_regression, load_baechi_profile

@@ -5,11 +5,12 @@ from conftest import op, random_dags, training_graph
 from hypothesis import given, settings, strategies as st
 
 from rlplace.cluster import Cluster, CommModel
-from rlplace.coarsen import (CoarseGraph, GraphOptimizer, backward_ops, coplacement_labels, follow_forward,
-                             forward_part, fuse)
+from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
+from rlplace.placers.baechi.optimizer import (GraphOptimizer, backward_ops, coplacement_labels, follow_forward,
+                                              forward_part, fuse)
 from rlplace.sim import simulate
 from rlplace.zoo import layered, linear_regression
 

@@ -17,11 +17,11 @@ from conftest import op, training_graph
 from hypothesis import given, strategies as st
 
 from rlplace.cluster import Cluster, CommModel
-from rlplace.coarsen import (CoarseGraph, GraphOptimizer, coplacement_labels, deferred_sets, forward_part, fuse,
-                             group_working_bytes)
+from rlplace.coarsen import CoarseGraph, group_working_bytes
 from rlplace.errors import ConfigError
 from rlplace.graph import CONTROL, OpGraph
 from rlplace.placers import make_placer
+from rlplace.placers.baechi.optimizer import GraphOptimizer, coplacement_labels, deferred_sets, forward_part, fuse
 from rlplace.sim import simulate
 
 

@@ -132,7 +132,7 @@ def test_quotient_is_the_graph_its_own_records_make(seed, continuous, coplacemen
     its ops and edges (validated, same op order, same edge order, same tensors), for the graph
     optimizer's groupings and for runs of ``block`` ops by index."""
     from conftest import training_graph
-    from rlplace.coarsen import GraphOptimizer
+    from rlplace.placers.baechi.optimizer import GraphOptimizer
     from rlplace.graph import OpGraph
 
     g = training_graph(seed, continuous)

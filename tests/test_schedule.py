@@ -13,7 +13,7 @@ from hypothesis import given, strategies as st
 
 from conftest import op, random_dags, typed_dags
 from rlplace.cluster import Cluster, CommModel, Device
-from rlplace.coarsen import deferred_sets
+from rlplace.placers.baechi.optimizer import deferred_sets
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
 from rlplace.schedule import memory_peaks
@@ -176,7 +176,7 @@ def literal_m_etf(g: OpGraph, c: Cluster):
     are there; the candidate that starts first is placed (the lower device on ties). The first
     op of a colocation group takes the group to its device. A group's sources wait until a member
     decides its device where some member with an input from outside the group does not wait for
-    them (``rlplace.coarsen.deferred_sets``); should only waiting sources be ready, they go as
+    them (``rlplace.placers.baechi.optimizer.deferred_sets``); should only waiting sources be ready, they go as
     usual. Returns devices, starts, ends."""
     n, ndev = g.num_ops, c.num_devices
     xtime = [float(c.comm.transfer_time(b)) for b in g.tensor_bytes]
@@ -290,7 +290,7 @@ def test_m_etf_is_the_literal_list_scheduler(g, ndev):
 
 def holds_sources(g: OpGraph) -> bool:
     """Whether m-ETF holds a colocation group's sources until a member decides its device
-    (``rlplace.coarsen.deferred_sets``): the simulator runs such a source as soon as its device
+    (``rlplace.placers.baechi.optimizer.deferred_sets``): the simulator runs such a source as soon as its device
     is free, so there the placer's own schedule differs from the simulator's (a documented rule;
     ``test_a_placers_own_schedule_is_a_schedule_of_its_placement`` checks it is still valid)."""
     set_of = np.arange(g.num_ops)

@@ -1,4 +1,4 @@
-"""m-SCT's favourite-child LP (rlplace.placers.sct_lp) against SciPy's linprog on the same LP,
+"""m-SCT's favourite-child LP (rlplace.placers.baechi.sct_lp) against SciPy's linprog on the same LP,
 built here from the op records (Baechi Eq. 2 relaxed, as sct_lp's docstring states it)."""
 
 import numpy as np
@@ -10,7 +10,7 @@ from scipy.optimize import linprog
 from rlplace.cluster import CommModel, load_preset
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
-from rlplace.placers.sct_lp import DENSE_ROW, LP_METHODS, favorite_children, solve_sct_lp
+from rlplace.placers.baechi.sct_lp import DENSE_ROW, LP_METHODS, favorite_children, solve_sct_lp
 from rlplace.zoo import layered
 
 METHODS = ["simplex", "ipm"]

@@ -51,7 +51,7 @@ after 60 s from m-ETF's on the 100- and 200-op layered DAGs of experiments/exact
 ``rlplace.bounds.communication_bound``.
 
 ``coarsen=True`` solves the quotient of Baechi's graph optimizer (co-placement and fusion,
-``rlplace.coarsen.GraphOptimizer``) and expands its placement to the ops: far fewer variables on
+``rlplace.placers.baechi.optimizer.GraphOptimizer``) and expands its placement to the ops: far fewer variables on
 large graphs, but the quotient runs a group's ops back to back, so its optimum bounds only the
 coarse problem; the bound reported is then ``communication_bound`` of the graph itself.
 
@@ -69,7 +69,8 @@ import numpy as np
 
 from rlplace.bounds import communication_bound, heads_and_tails
 from rlplace.cluster import Cluster
-from rlplace.coarsen import CoarseGraph, GraphOptimizer
+from rlplace.coarsen import CoarseGraph
+from rlplace.placers.baechi.optimizer import GraphOptimizer
 from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement

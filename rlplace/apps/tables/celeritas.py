@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from rlplace.placers.celeritas import fusion_stats
+from rlplace.placers.celeritas.fusion import fusion_stats
 from rlplace.apps.tables import claims as C
 from rlplace.apps.tables.common import (Context, TableOutput, cell, cluster_of, fmt_step, paper_value,
                                    plot_step_times, run_placers, setting_lines, settings)

@@ -100,7 +100,7 @@ from rlplace.learn.env.partial import DEVICE_VALUES, UNIT_VALUES, PartialSchedul
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placement
-from rlplace.placers.celeritas import cpd_topo
+from rlplace.placers.celeritas.orders import cpd_topo
 from rlplace.sim import StepResult, simulate
 from rlplace.zoo import load_graph
 

@@ -1,6 +1,6 @@
 """Baechi's memory-constrained placers (Baechi, SoCC'20, §2-4): ``m_topo``, ``m_etf``, ``m_sct``.
 
-All three first run Baechi's graph optimizer (``rlplace.coarsen.GraphOptimizer``: colocation,
+All three first run Baechi's graph optimizer (``rlplace.placers.baechi.optimizer.GraphOptimizer``: colocation,
 co-placement and fusion, §3.1-3.3, each a switch) and place the groups it returns.
 ``forward_only``: when one device could hold the whole step, the optimizer and the placer see
 only the forward ops, and each backward op follows its forward op (§3.3).
@@ -20,11 +20,11 @@ simulator reports the OOM.
 Three rules of this project's differ from the paper's text, because with the text's rules the
 optimizer made m-ETF/m-SCT up to 1.39x slower than with it off on the zoo
 (experiments/results/coplacement.md): co-placement by cost (``coplacement_rule="cost"``, the
-default; "paper" is §3.2's rule as written, ``rlplace.coarsen.coplacement_labels``); a group's
+default; "paper" is §3.2's rule as written, ``rlplace.placers.baechi.optimizer.coplacement_labels``); a group's
 sources wait until a member that has an input from outside decides the group's device (fused
-into it where possible, ``rlplace.coarsen.fuse``, held otherwise, ``_list_schedule``); and
+into it where possible, ``rlplace.placers.baechi.optimizer.fuse``, held otherwise, ``_list_schedule``); and
 forward-only placement leaves to follow what runs after the gradients or only feeds them (the
-optimizer's updates, the learning-rate schedule, ``rlplace.coarsen.backward_ops``).
+optimizer's updates, the learning-rate schedule, ``rlplace.placers.baechi.optimizer.backward_ops``).
 
 ``optimizer_fallback`` (on by default; not in the paper, like Celeritas' ``fusion_fallback``):
 the placer also places the graph with co-placement and fusion off (colocation kept, the same
@@ -64,21 +64,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from rlplace.cluster import Cluster
-from rlplace.coarsen import GraphOptimizer, deferred_sets, follow_forward, forward_part
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placed
 from rlplace.placers import register
+from rlplace.placers.baechi.optimizer import GraphOptimizer, deferred_sets, follow_forward, forward_part
 from rlplace.placers.fit import fastest_fit, known_of_one_device, whole_graph_on_one_device
-from rlplace.placers.sct_lp import LP_METHODS, favorite_children
-from rlplace.schedule import Model, Schedule, memory_peaks, new_model, schedule_of
-from rlplace.schedule.heap import pop, push
-from rlplace.schedule.ops import (book_inputs, defer, duration, fits, hold_op_memory, hold_persistent, input_time,
-                                  least_overfilled, newly_ready, received_bytes, release_until, start)
+from rlplace.placers.baechi.sct_lp import LP_METHODS, favorite_children
+from rlplace.schedule import Model, Schedule, memory_peaks, schedule_of
+from rlplace.schedule.list_scheduling import ETF, SCT, list_schedule
 from rlplace.sim import simulate
 
 
@@ -94,8 +91,8 @@ class _BaechiPlacer:
     coplacement: bool = True
     fusion: bool = True
     fusion_exact_check: bool = False
-    fusion_rule: str = "lossless"  # or "degree": §3.3's rule as written (rlplace.coarsen.fuse)
-    coplacement_rule: str = "cost"  # §3.2's case (i) by its costs, or "paper" (rlplace.coarsen.coplacement_labels)
+    fusion_rule: str = "lossless"  # or "degree": §3.3's rule as written (rlplace.placers.baechi.optimizer.fuse)
+    coplacement_rule: str = "cost"  # §3.2's case (i) by its costs, or "paper" (rlplace.placers.baechi.optimizer.coplacement_labels)
     coplacement_ratio: float = 0.1  # "cost": an op joins its reader if its compute <= ratio x its transfer
     forward_only: bool = True
     optimizer_fallback: bool = True  # also place without co-placement and fusion; keep the faster
@@ -259,220 +256,24 @@ class MSCTPlacer(_BaechiPlacer):
 
 def _list_schedule(work: OpGraph, cluster: Cluster, caps: np.ndarray, groups: dict[str, np.ndarray],
                    fav: np.ndarray | None) -> Model:
-    """m-ETF, or m-SCT when favorite children ``fav`` are given, over the execution model of
-    ``work``; returns the model holding the placer's own schedule.
+    """m-ETF, or m-SCT when favorite children ``fav`` are given, on the list-scheduling skeleton
+    (``rlplace.schedule.list_scheduling``) over the execution model of ``work``; returns the
+    model holding the placer's own schedule.
 
     §3.1 places a whole group where its first op goes. A group's sources (variables, constants:
     no inputs) are ready at time 0, so one of them would decide where the group's compute ops
     run before their inputs exist. A source of a group that a member with an input from outside
-    should decide (``rlplace.coarsen.deferred_sets``) therefore waits until a member decides the
+    should decide (``rlplace.placers.baechi.optimizer.deferred_sets``) therefore waits until a member decides the
     group's device, and then joins it there, as the fused Step/UpdateStep of Baechi Fig. 6 is
     placed by its schedulable time. Should every ready op be such a source (a member can only
     start after it), the waiting sources become ready as usual."""
     n = work.num_ops
-    group_of = np.full(n, -1, dtype=np.int64)
     members = [ops for ops in groups.values() if len(ops) > 1]
-    group_ptr = np.zeros(len(members) + 1, dtype=np.int64)
-    group_ptr[1:] = np.cumsum([len(ops) for ops in members])
-    group_members = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
+    set_of = len(members) + np.arange(n)  # an op outside the groups: a set of its own
     for g, ops in enumerate(members):
-        group_of[ops] = g
-    k = len(members)
-    owner = np.repeat(np.arange(k), np.diff(group_ptr))
-    group_persistent = np.zeros(k, dtype=np.int64)
-    np.add.at(group_persistent, owner, work.persistent_bytes[group_members])
-    group_extra = np.zeros(k, dtype=np.int64)  # Baechi §4.2: largest temporary + largest output
-    max_temp = np.zeros(k, dtype=np.int64)
-    np.maximum.at(max_temp, owner, work.temporary_bytes[group_members])
-    np.maximum.at(group_extra, owner, work.output_total[group_members])
-    group_extra += max_temp
-    set_of = np.where(group_of >= 0, group_of, k + np.arange(n))  # an op outside the groups: a set of its own
+        set_of[ops] = g
     held = (np.diff(work.in_ptr) == 0) & deferred_sets(work, set_of)[set_of]
-    m = new_model(work, cluster, placer=True)
-    _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, caps,
-              fav if fav is not None else np.full(n, -1, dtype=np.int64), fav is not None, held)
+    m = list_schedule(work, cluster, caps, members, ETF if fav is None else SCT, favorite=fav, held=held)
     if np.any(m.ops.device < 0):
         raise PlacementError(f"list scheduling left op {work.names[int(np.argmax(m.ops.device < 0))]!r} unplaced")
     return m
-
-
-# ------------------------------------------------------------------------------ the policy loop
-# One compiled loop: split into compiled helpers that take the model's parts, the ETF choice
-# alone made m-ETF 1.3x slower at 20,000 ops (numba keeps reference counting around a helper
-# with a loop), so the steps are marked by section instead.
-@numba.njit(cache=True)
-def _schedule(m, group_of, group_ptr, group_members, group_persistent, group_extra, cap, fav, sct,
-              held):  # pragma: no cover - compiled
-    """Place every op of model ``m``: m-ETF (Baechi §2.3), or with ``sct`` m-SCT (§2.4). Each
-    round takes, over the devices, the (op, device) pair that can start first (Eq. 1; with
-    sequential transfers after those already queued, §3.4), a
-    device's candidate being m-SCT's favorite child or urgent op, else the ready op that can
-    start there first; admits it if the device has the memory (§2.3) and starts it there.
-    Per device a heap of ready ops keyed by a lower bound of when their inputs can be there
-    (raised lazily: inputs only arrive later as the schedule fills); for m-SCT a heap of ready
-    ops keyed by when their inputs could be on every device (urgent ops)."""
-    graph, ops, devices, channels, transfers, sent = m.graph, m.ops, m.devices, m.channels, m.transfers, m.sent
-    memory, releases = m.memory, m.releases
-    n = len(graph.compute)
-    ndev = len(devices.avail)
-    missing = graph.in_ptr[1:] - graph.in_ptr[:-1]  # per op: inputs not yet placed
-    reserved = np.zeros(ndev, dtype=np.int64)  # extra bytes of groups still being placed (§4.2)
-    group_device = np.full(len(group_persistent), -1, dtype=np.int64)
-    group_left = group_ptr[1:] - group_ptr[:-1]
-    not_before = np.zeros(n * ndev)  # (op, device): the device's next release, where op lacked memory
-    dropped = np.zeros(n * ndev, dtype=np.bool_)  # (op, device): no memory and no release to come
-    drop_count = np.zeros(n, dtype=np.int64)
-    scratch = np.zeros(ndev)
-    slot = 2 * n + 1  # per device heap: each op once when ready, once more when its group is placed
-    ready_key = np.empty(ndev * slot)
-    ready_op = np.empty(ndev * slot, dtype=np.int64)
-    ready_size = np.zeros(ndev, dtype=np.int64)
-    urgent_key = np.empty(n + 1)
-    urgent_op = np.empty(n + 1, dtype=np.int64)
-    urgent_size = 0
-    awaiting = np.full(ndev, -1, dtype=np.int64)  # m-SCT: per device, the favorite child of its last op
-    fresh = np.empty(n + 1, dtype=np.int64)  # ready ops not yet queued
-    nfresh = 0
-    for i in range(n):
-        if missing[i] == 0:
-            fresh[nfresh] = i
-            nfresh += 1
-
-    placed = 0
-    now = 0.0
-    while placed < n:
-        while nfresh > 0:  # newly ready ops join the queues of the devices they may go to
-            nfresh -= 1
-            c = fresh[nfresh]
-            g = group_of[c]
-            if held[c] and group_device[g] < 0:
-                continue  # joins its group's device when a member decides it (below, §3.1)
-            pin = group_device[g] if g >= 0 else -1
-            for d in range(ndev):
-                if pin < 0 or d == pin:
-                    ready_size[d] = push(ready_key, ready_op, d * slot, ready_size[d],
-                                         input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch), c)
-            if sct and pin < 0:
-                urgent_size = push(urgent_key, urgent_op, 0, urgent_size, _inputs_anywhere(graph, ops, c), c)
-
-        best_d, best_op, best_s = -1, -1, np.inf
-        for d in range(ndev):  # Eq. 1: the (op, device) pair of earliest start
-            op, s = -1, np.inf
-            c = awaiting[d]
-            g = group_of[c] if c >= 0 else -1
-            pin = group_device[g] if g >= 0 else -1
-            if sct and c >= 0 and ops.device[c] < 0 and missing[c] == 0 and (
-                    pin == d or (pin < 0 and not dropped[c * ndev + d])):
-                # §2.4: the device keeps itself for the favorite child of its last op if the child
-                # can start here no later than anywhere else...
-                s_c = max(devices.avail[d], input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch))
-                favorite = True
-                if pin < 0:
-                    for d2 in range(ndev):
-                        if d2 != d and not dropped[c * ndev + d2] and max(devices.avail[d2], input_time(
-                                graph, ops, transfers, sent, channels, not_before, c, d2, scratch)) < s_c:
-                            favorite = False
-                            break
-                if favorite:
-                    op, s = c, s_c
-                    # ...unless an urgent op (one that can begin right away on any device: every
-                    # device is free and has its inputs by then) can start here first
-                    while urgent_size > 0 and (ops.device[urgent_op[0]] >= 0 or (
-                            group_of[urgent_op[0]] >= 0 and group_device[group_of[urgent_op[0]]] >= 0)):
-                        _, _, urgent_size = pop(urgent_key, urgent_op, 0, urgent_size)
-                    if urgent_size > 0 and urgent_op[0] != c and not dropped[urgent_op[0] * ndev + d]:
-                        u = urgent_op[0]
-                        now_d = max(devices.avail[d], urgent_key[0])
-                        urgent = now_d <= s_c
-                        for d2 in range(ndev):
-                            if urgent and max(devices.avail[d2], input_time(
-                                    graph, ops, transfers, sent, channels, not_before, u, d2, scratch)) > now_d:
-                                urgent = False
-                        if urgent:
-                            op, s = u, now_d
-            if op < 0:  # §2.3 (ETF): the ready op that can start first here
-                base = d * slot
-                while ready_size[d] > 0:
-                    c = ready_op[base]
-                    g = group_of[c]
-                    pin = group_device[g] if g >= 0 else -1
-                    if ops.device[c] >= 0 or not (pin == d or (pin < 0 and not dropped[c * ndev + d])):
-                        _, _, ready_size[d] = pop(ready_key, ready_op, base, ready_size[d])
-                        continue
-                    key = input_time(graph, ops, transfers, sent, channels, not_before, c, d, scratch)
-                    if key > ready_key[base]:  # its inputs arrive later than the queue said: requeue
-                        _, _, ready_size[d] = pop(ready_key, ready_op, base, ready_size[d])
-                        ready_size[d] = push(ready_key, ready_op, base, ready_size[d], key, c)
-                        continue
-                    op, s = c, max(devices.avail[d], key)
-                    break
-            if op >= 0 and s < best_s:
-                best_d, best_op, best_s = d, op, s
-        if best_op < 0:
-            nfresh = _release_held(ops, group_of, group_device, held, fresh)
-            if nfresh > 0:
-                continue
-            break  # cannot happen on a DAG; _list_schedule reports it
-
-        op, d = best_op, best_d
-        now = max(now, best_s)
-        release_until(releases, memory, now)
-        g = group_of[op]
-        if g < 0 or group_device[g] < 0:  # §2.3 memory admission (a placed group's memory is reserved)
-            persistent = group_persistent[g] if g >= 0 else graph.persistent[op]
-            need = persistent + graph.alloc_at_start[op] + (group_extra[g] if g >= 0 else 0) + \
-                received_bytes(graph, ops, sent, op, d)
-            if not fits(memory, reserved, cap, d, need, persistent):
-                if awaiting[d] == op:
-                    awaiting[d] = -1
-                if not defer(releases, not_before, dropped, drop_count, op, d):
-                    continue
-                d = least_overfilled(memory, reserved, cap, need, persistent)  # fits nowhere: best effort
-                best_s = max(now, devices.avail[d], input_time(graph, ops, transfers, sent, channels, not_before, op,
-                                                               d, scratch))
-
-        received = book_inputs(graph, ops, transfers, sent, channels, op, d)
-        start(ops, devices, op, d, best_s, duration(graph.compute, devices.speed, op, d))
-        placed += 1
-        if g < 0:
-            hold_persistent(memory, d, graph.persistent[op])
-        else:
-            if group_device[g] < 0:  # §3.1: the whole group goes where its first op went
-                group_device[g] = d
-                hold_persistent(memory, d, group_persistent[g])
-                reserved[d] += group_extra[g]  # §4.2, until its last member is placed
-                for k in range(group_ptr[g], group_ptr[g + 1]):  # its ready members queue there (again)
-                    c = group_members[k]
-                    if ops.device[c] < 0 and missing[c] == 0:
-                        ready_size[d] = push(ready_key, ready_op, d * slot, ready_size[d], input_time(
-                            graph, ops, transfers, sent, channels, not_before, c, d, scratch), c)
-            group_left[g] -= 1
-            if group_left[g] == 0:
-                reserved[d] -= group_extra[g]
-        hold_op_memory(graph, ops, transfers, sent, memory, releases, op, received)
-        nfresh = newly_ready(graph, missing, op, fresh, nfresh)
-        if sct:
-            awaiting[d] = fav[op]
-
-
-@numba.njit(cache=True)
-def _inputs_anywhere(graph, ops, op):  # pragma: no cover - compiled
-    """When every input of ``op`` could be on any device: each producer's end plus one transfer."""
-    t = 0.0
-    for k in range(graph.in_ptr[op], graph.in_ptr[op + 1]):
-        e = graph.in_edges[k]
-        t = max(t, ops.end[graph.edge_src[e]] + graph.xfer_time[graph.edge_tensor[e]])
-    return t
-
-
-@numba.njit(cache=True)
-def _release_held(ops, group_of, group_device, held, fresh):  # pragma: no cover - compiled
-    """Every ready op is a held source waiting for its group (§3.1, ``_list_schedule``): they
-    become ready as usual (into ``fresh``); returns how many."""
-    count = 0
-    for c in range(len(held)):
-        if held[c] and ops.device[c] < 0 and group_device[group_of[c]] < 0:
-            held[c] = False
-            fresh[count] = c
-            count += 1
-    return count
