@@ -3,7 +3,7 @@ from collections import deque
 import numpy as np
 import pytest
 from conftest import op, random_dags
-from test_schedule import timed_dags
+from test_schedule import inputs, timed_dags
 from hypothesis import assume, given, strategies as st
 
 from rlplace.cluster import Cluster, CommModel, load_preset
@@ -12,7 +12,7 @@ from rlplace.errors import ConfigError
 from rlplace.graph import OpGraph
 from rlplace.placers import make_placer
 from rlplace.placers.celeritas.fusion import fusion_stats, optimal_breakpoints, optimal_fusion
-from rlplace.placers.celeritas.orders import cpd_topo, dfs_topo, levels
+from rlplace.placers.celeritas.orders import cpd_topo, dfs_topo, edge_comm_time, levels
 from rlplace.placers.celeritas.placer import follow_first_placed
 from rlplace.schedule import memory_peaks
 from rlplace.sim import simulate
@@ -402,3 +402,63 @@ def test_layered_dags_within_a_tenth_of_m_etf(limit):
         q = make_placer("celeritas", fusion=False, memory_rounds=1, in_time=in_time).place(g, c)
         peak = simulate(g, c, q).peak_memory
         assert np.all((lo * peak <= q.planned_peak) & (q.planned_peak <= hi * peak)), q.planned_peak / peak
+
+
+def literal_adjusting_placement(g: OpGraph, c: Cluster, order: np.ndarray):
+    """Adjusting Placement in time order with ample memory and parallel transfers (Celeritas
+    Algorithm 2, Eq. 7-9; ``rlplace.schedule.list_scheduling``): among nodes whose inputs are all
+    placed, each device's candidate is the node whose inputs arrive there first (then the first
+    in ``order``); the candidate that can start first is taken (ties: inputs there first, then
+    the first in ``order``, then the lower device). It goes to its predecessor in ``order``'s
+    device unless the device of earliest start lets it start earlier by more than its largest
+    out-edge cost; a colocation group follows its first member placed. Returns devices, starts, ends."""
+    n, ndev = g.num_ops, c.num_devices
+    xtime = [float(c.comm.transfer_time(b)) for b in g.tensor_bytes]
+    rank = {int(v): i for i, v in enumerate(order)}
+    previous = {int(order[i]): int(order[i - 1]) for i in range(1, n)}
+    edge_cost = edge_comm_time(g, c.comm)
+    back_cost = [max([edge_cost[e] for e in range(g.out_ptr[v], g.out_ptr[v + 1])], default=0.0) for v in range(n)]
+    group = {int(i): name for name, ops in g.colocation_groups.items() for i in ops}
+    group_device, arrived = {}, {}
+    device, start, end, avail = [-1] * n, [0.0] * n, [0.0] * n, [0.0] * c.num_devices
+
+    def arrival(v, d):
+        return max([end[s] if device[s] == d else arrived.get((t, d), end[s] + xtime[t]) for s, t in inputs(g, v)],
+                   default=0.0)
+
+    def allowed(v, d):
+        return group_device.get(group.get(v), d) == d
+
+    for _ in range(n):
+        ready = [v for v in range(n) if device[v] < 0 and all(device[s] >= 0 for s, _ in inputs(g, v))]
+        best = None  # (start, arrival, rank, device, node)
+        for d in range(ndev):
+            candidates = [(arrival(v, d), rank[v], v) for v in ready if allowed(v, d)]
+            if candidates:
+                key, r, v = min(candidates)
+                if best is None or (max(avail[d], key), key, r) < best[:3]:
+                    best = (max(avail[d], key), key, r, d, v)
+        v = best[4]
+        est = [max(avail[d], arrival(v, d)) if allowed(v, d) else np.inf for d in range(ndev)]
+        fastest = int(np.argmin(est))
+        p = previous.get(v)
+        dk = device[p] if p is not None and device[p] >= 0 else fastest
+        d = fastest if est[dk] - est[fastest] > back_cost[v] or est[dk] == np.inf else dk  # Eq. 9
+        for s, t in inputs(g, v):
+            if device[s] != d:
+                arrived.setdefault((t, d), end[s] + xtime[t])
+        device[v], start[v], end[v] = d, est[d], est[d] + g.compute_time[v] / c.speeds[d]
+        avail[d] = end[v]
+        if v in group:
+            group_device.setdefault(group[v], d)
+    return device, start, end
+
+
+@given(timed_dags(), st.integers(1, 4))
+def test_adjusting_placement_is_the_literal_loop(g, ndev):
+    c = Cluster.homogeneous(ndev, 10**9, CommModel(latency=0.5, seconds_per_byte=0.05))
+    placed = make_placer("celeritas", fusion=False, single_fallback=False).place(g, c)
+    device, start, end = literal_adjusting_placement(g, c, cpd_topo(g, c))
+    assert placed.device_of.tolist() == device
+    np.testing.assert_array_equal(placed.schedule.op_start, start)
+    np.testing.assert_array_equal(placed.schedule.op_end, end)
