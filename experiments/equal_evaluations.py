@@ -288,8 +288,25 @@ def merge(summary: dict[str, Any], other: dict[str, Any], source: str = "the oth
 
 
 def save(summary: dict[str, Any], path: Path) -> None:
+    """``summary`` as JSON with one line per seed's record, which keeps the search curve of its
+    largest budget only (the one ``plot`` draws; the tables read the step times)."""
+    records: dict[str, str] = {}
+
+    def line(record: dict[str, Any]) -> str:
+        top = max(record.get("budgets", {"0": None}), key=int)
+        budgets = {b: {k: v for k, v in x.items() if b == top or k != "search_curve"}
+                   for b, x in record.get("budgets", {}).items()}
+        token = f"@record{len(records)}@"
+        records[f'"{token}"'] = json.dumps({**record, "budgets": budgets}, default=float)
+        return token
+
+    shaped = {**summary, "cells": {key: {seed: line(r) for seed, r in cell.items()}
+                                   for key, cell in summary["cells"].items()}}
+    text = json.dumps(shaped, indent=1, default=float)
+    for token, record in records.items():
+        text = text.replace(token, record, 1)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=1, default=float))
+    path.write_text(text + "\n")
 
 
 # ------------------------------------------------------------------------------ the table
