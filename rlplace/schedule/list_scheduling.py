@@ -10,7 +10,7 @@ Each round the loop
 2. takes the (op, device) pair that can start first (Baechi Eq. 1, Celeritas Eq. 7's EST; ties:
    the lower device, or for Adjusting Placement the op whose inputs are there first, then the
    first in its order); m-SCT lets a device keep itself for the favorite child of its last op or
-   an urgent op instead (§2.4, ``_kept_for_favorites``); Adjusting Placement then sends the op to
+   an urgent op instead (§2.4); Adjusting Placement then sends the op to
    its predecessor's device unless another lets it start earlier by more than its back cost
    (Eq. 8-9, ``_adjusted_device``);
 3. admits it where the device has the memory (§2.3; the simulator's memory rules, applied as the
@@ -23,15 +23,16 @@ Each round the loop
    largest temporary plus largest output until its last member is placed (§3.1, §4.2).
 
 A group's source that must wait for a member to decide the group's device (``held``, Baechi's
-rule, ``rlplace.placers.baechi.optimizer.deferred_sets``) queues when the group is pinned; should only such
-sources be ready, they queue as usual.
+rule, ``rlplace.placers.baechi.optimizer.deferred_sets``) queues when the group is pinned; should
+only such sources be ready, they queue as usual.
 
 The loop is one compiled function of 104 lines, nested 7 deep, on purpose: numba keeps reference
 counting around each call to a helper that takes the model's parts. Measured on a 36,000-op
 layered DAG (medians of runs alternated with the two loops this one replaced): step 1 as a
 helper made m-ETF's loop 1.17x slower and m-SCT's 1.12x; m-SCT's favourite-child rule as a
 helper 1.12-1.17x. Inline, both are within 4% of the loops they replaced. Only rarely run steps
-and each policy's once-per-round rule are helpers.
+(best effort, held sources, a group's members queued when it is pinned) and Adjusting Placement's
+once-per-round Eq. 9 are helpers (experiments/studies.md, "One list-scheduling skeleton").
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from rlplace.cluster import Cluster
 from rlplace.graph import OpGraph
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.model import Model, new_model
-from rlplace.schedule.ops import (book_inputs, defer, duration, fits, hold_op_memory, hold_persistent, input_time,
-                                  newly_ready, overfill, arrival, received_bytes, release_on_until, start)
+from rlplace.schedule.ops import (arrival, book_inputs, defer, duration, fits, hold_op_memory, hold_persistent,
+                                  input_time, newly_ready, overfill, received_bytes, release_on_until, start)
 
 ETF, SCT, ADJUST = 0, 1, 2
 

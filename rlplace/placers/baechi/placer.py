@@ -1,7 +1,7 @@
 """Baechi's memory-constrained placers (Baechi, SoCC'20, §2-4): ``m_topo``, ``m_etf``, ``m_sct``.
 
-All three first run Baechi's graph optimizer (``rlplace.placers.baechi.optimizer.GraphOptimizer``: colocation,
-co-placement and fusion, §3.1-3.3, each a switch) and place the groups it returns.
+All three first run Baechi's graph optimizer (``optimizer.GraphOptimizer`` of this package:
+colocation, co-placement and fusion, §3.1-3.3, each a switch) and place the groups it returns.
 ``forward_only``: when one device could hold the whole step, the optimizer and the placer see
 only the forward ops, and each backward op follows its forward op (§3.3).
 
@@ -20,11 +20,11 @@ simulator reports the OOM.
 Three rules of this project's differ from the paper's text, because with the text's rules the
 optimizer made m-ETF/m-SCT up to 1.39x slower than with it off on the zoo
 (experiments/results/coplacement.md): co-placement by cost (``coplacement_rule="cost"``, the
-default; "paper" is §3.2's rule as written, ``rlplace.placers.baechi.optimizer.coplacement_labels``); a group's
-sources wait until a member that has an input from outside decides the group's device (fused
-into it where possible, ``rlplace.placers.baechi.optimizer.fuse``, held otherwise, ``_list_schedule``); and
-forward-only placement leaves to follow what runs after the gradients or only feeds them (the
-optimizer's updates, the learning-rate schedule, ``rlplace.placers.baechi.optimizer.backward_ops``).
+default; "paper" is §3.2's rule as written, ``optimizer.coplacement_labels``); a group's sources
+wait until a member that has an input from outside decides the group's device (fused into it
+where possible, ``optimizer.fuse``, held otherwise, ``_list_schedule``); and forward-only
+placement leaves to follow what runs after the gradients or only feeds them (the optimizer's
+updates, the learning-rate schedule, ``optimizer.backward_ops``).
 
 ``optimizer_fallback`` (on by default; not in the paper, like Celeritas' ``fusion_fallback``):
 the placer also places the graph with co-placement and fusion off (colocation kept, the same
@@ -45,8 +45,8 @@ and 1.17x ``single`` on the GNMT profile (baechi_2080) and up to 1.31x on Incept
 Table 4 at full memory), and up to 1.47x on random training steps that fit one device
 (tests/test_never_slower_than_single.py).
 
-Both run on the execution model (``rlplace.schedule``) and return their own schedule of the graph
-they placed with the placement (``Placed.schedule``, ``Placed.peak_memory``). With the graph
+Both are policies of the list-scheduling skeleton (``rlplace.schedule.list_scheduling``) on the
+execution model and return their own schedule of the graph they placed with the placement (``Placed.schedule``, ``Placed.peak_memory``). With the graph
 optimizer off, parallel transfers and ops that take time, m-ETF's own schedule is exactly the simulator's schedule of its
 placement (tested), because it places (op, device) pairs in the order they start and breaks ties
 as the simulator does (earliest ready, then lower index). Where they differ, and why:
