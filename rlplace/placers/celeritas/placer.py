@@ -158,26 +158,23 @@ class _CeleritasPlacer:
         """The placer's own schedule of ``g`` (the device of every node, placed in ``order``, and
         its start and finish times) and the peak bytes per device it planned; ``transient``:
         bytes a node needs only while it runs."""
-        coloc = colocation_ids(g)
-        member = coloc >= 0
-        groups = len(g.colocation_groups)
-        coloc_persistent = np.zeros(groups, dtype=np.int64)
-        np.add.at(coloc_persistent, coloc[member], g.persistent_bytes[member])
         edge_cost = edge_comm_time(g, cluster.comm)
         if self.adjust and self.in_time:
             previous = np.full(g.num_ops, -1, dtype=np.int64)  # v_{i-1} of Algorithm 2 line 11
             previous[order[1:]] = order[:-1]
             back_cost = np.zeros(g.num_ops)  # Eq. 8: the largest cost of a node's out-edges
             np.maximum.at(back_cost, g.edge_src, edge_cost)
-            by_group = np.argsort(coloc, kind="stable")
-            by_group = by_group[coloc[by_group] >= 0]
-            members = np.split(by_group, np.searchsorted(coloc[by_group], np.arange(1, groups)))
-            m = list_schedule(g, cluster, cap, members if groups else [], ADJUST, order=order, previous=previous, back_cost=back_cost)
+            groups = [g.colocation_groups[name] for name in sorted(g.colocation_groups)]  # as colocation_ids
+            m = list_schedule(g, cluster, cap, groups, ADJUST, order=order, previous=previous, back_cost=back_cost)
             if np.any(m.ops.device < 0):
                 raise PlacementError(f"{self.name}: node {g.names[int(np.argmax(m.ops.device < 0))]!r} left unplaced")
         else:
+            coloc = colocation_ids(g)
+            member = coloc >= 0
+            coloc_persistent = np.zeros(len(g.colocation_groups), dtype=np.int64)
+            np.add.at(coloc_persistent, coloc[member], g.persistent_bytes[member])
             run_bytes = np.asarray(transient, dtype=np.int64) + g.output_total - g.unread_output_bytes
-            coloc_reserve = np.zeros(groups, dtype=np.int64)
+            coloc_reserve = np.zeros(len(g.colocation_groups), dtype=np.int64)
             np.add.at(coloc_reserve, coloc[member], run_bytes[member])
             m = new_model(g, cluster, insertion=True)
             _place(m, order, self.adjust, cap, edge_cost, np.asarray(transient, dtype=np.int64),
