@@ -10,8 +10,8 @@ Per graph of the test family and per seed: **zero-shot**, the ``learned`` placer
 and the greedy pass alone; **50 evaluations**, the placer with ``evaluations=50`` (the search
 of ``rlplace.placers.learned.policy_search``, a local search whose moves the network ranks) against a ``local_search`` of 50
 evaluations from the best heuristic's placement (seeded alike); the best heuristic
-(``rlplace.placers.search.HEURISTICS``), ``single`` and the lower bound. Every step time is the
-simulator's. Also the placement time at 10,000 ops (a layered DAG, 4 devices).
+(``rlplace.placers.search.HEURISTICS``), ``single`` and the lower bounds (``rlplace.bounds``).
+Every step time is the simulator's. Also the placement time at 10,000 ops (a layered DAG, 4 devices).
 
 Writes experiments/results/learned_listsched.{json,md,png} (``--quick``: ``*_quick``; ``--replot``: only
 the table and the plot of the training curves, from the record).
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlplace.bounds import communication_bound
 from rlplace.errors import ArgumentParser, run_script
 from rlplace.learn.family import cluster_for, test_family
 from rlplace.placers import make_placer
@@ -54,7 +55,8 @@ def run_graph(instance, weights: dict[str, Path], controls: dict[str, Path]) -> 
         heuristics[name] = step_time(graph, cluster, placements[name])
     best_name = min(heuristics, key=heuristics.get)
     row = {"graph": graph.name, "kind": instance.kind, "ops": graph.num_ops, "cluster": cluster.name,
-           "devices": cluster.num_devices, "lower_bound": lower_bound(graph, cluster), "heuristics": heuristics,
+           "devices": cluster.num_devices, "lower_bound": lower_bound(graph, cluster),
+           "communication_bound": communication_bound(graph, cluster), "heuristics": heuristics,
            "best_heuristic": best_name, "seeds": {}}
     plan = ListSchedule(graph, cluster, best_heuristic(graph, cluster))  # the placer's hint: the greedy pass alone
     for seed, path in weights.items():
@@ -149,12 +151,17 @@ def markdown(result: dict) -> str:
                      f" | {fmt(type(vals[0])(np.median(vals)))} | {fmt(min(vals))}-{fmt(max(vals))} |")
     lines += ["", f"Placement time at {result['timing']['ops']:,} ops ({result['timing']['devices']} devices, "
               f"this CPU, seed {seeds[0]}'s weights): median {result['timing']['median_seconds']:.2f} s.", "",
-              "| graph | kind | ops | cluster | bound | single | best heuristic | learned (median seed) | greedy pass alone "
-              f"| learned {EVALUATIONS} | local search {EVALUATIONS} |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "Step times in ms. LB (lower bound): `rlplace.bounds.communication_bound`, a bound on every placement's "
+              "step time that counts the transfers forks and joins force; LB compute: max(longest compute-only path, "
+              "total compute / number of devices) with device speeds (`rlplace.sim.lower_bound`), which ignores "
+              "communication.", "",
+              "| graph | kind | ops | cluster | LB compute | LB | single | best heuristic | learned (median seed) | greedy pass alone "
+              f"| learned {EVALUATIONS} | local search {EVALUATIONS} |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         med = lambda key: float(np.median([r["seeds"][k][key] for k in seeds]))  # noqa: E731
         best = min(r["heuristics"].values())
         lines.append(f"| {r['graph']} | {r['kind']} | {r['ops']} | {r['cluster']} | {ms(r['lower_bound'])} | "
+                     f"{ms(r['communication_bound'])} | "
                      f"{ms(r['heuristics']['single'])} | {ms(best)} ({r['best_heuristic']}) | {ms(med('zero_shot'))} | "
                      f"{ms(med('policy'))} | {ms(med(f'learned_{EVALUATIONS}'))} | "
                      f"{ms(med(f'local_search_{EVALUATIONS}'))} |")

@@ -195,8 +195,9 @@ def learned_targets(results: Path, setting: str) -> str:
     heuristics = sorted(recorded["heuristics"].items(), key=lambda kv: (kv[1]["oom"], kv[1]["step_time"]))
     best = recorded["best_heuristic"]
     others = ", ".join(f"{name} {'OOM' if h['oom'] else ms(h['step_time'])}" for name, h in heuristics if name != best)
-    lines = [f"Best algorithmic placer: **{best}** {ms(recorded['heuristics'][best]['step_time'])} ms ({others}); "
-             f"lower bound {ms(recorded['lower_bound'])} ms. Warm runs start from it (`warm_start.placer=best`).", "",
+    lines = [f"Best algorithmic placer: **{best}** {ms(recorded['heuristics'][best]['step_time'])} ms ({others}). "
+             f"Warm runs start from it (`warm_start.placer=best`). Lower bound {ms(recorded['communication_bound'])} ms "
+             f"with communication, {ms(recorded['lower_bound'])} ms without (`rlplace.bounds`).", "",
              f"| run | placements | best (ms) | vs {best} | best of first 50 → best | local search, same start, "
              f"equal evaluations | local search, equal wall time (≤ {recorded['beside_seconds']:.0f} s) |",
              "|---|---|---|---|---|---|---|"]

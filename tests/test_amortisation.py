@@ -35,7 +35,7 @@ def test_every_cell_is_computed_and_tabled(smoke):
         assert warm["fine_tuned_warm"] <= ref["best_heuristic_step_time"] >= warm["direct_warm"]   # its first sample
     assert json.loads((out / "amortisation.json").read_text()) == json.loads(json.dumps(record))
     row = next(line for line in (out / "amortisation.md").read_text().splitlines() if line.startswith("| `T28w4`"))
-    assert row.count("|") == 15 and row.count("met (") == 3 and A.NOT_RUN not in row
+    assert row.count("|") == 16 and row.count("met (") == 3 and A.NOT_RUN not in row
 
 
 def test_a_rerun_computes_nothing_and_a_deadline_marks_cells_not_run(smoke, monkeypatch, tmp_path):

@@ -13,7 +13,7 @@ from experiments import search_headroom as H  # noqa: E402
 
 
 def recorded(searches: dict[str, float]) -> dict:
-    graph = {"best_heuristic": "m_etf", "lower_bound": 0.4}
+    graph = {"best_heuristic": "m_etf", "lower_bound": 0.4, "communication_bound": 0.4}
     cell = {seed: {"budgets": {"500": {"search": t}}} for seed, t in searches.items()}
     return {"graphs": {"layered": graph}, "cells": {"layered/mars/warm": cell, "layered/hp/warm": cell,
                                                    "layered/hp/cold": {"0": {"budgets": {"500": {"search": 9.0}}}}}}

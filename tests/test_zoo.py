@@ -193,3 +193,12 @@ def test_a_graph_too_large_for_memory_is_refused_before_it_is_built(monkeypatch)
     assert synthetic.layered(1000).num_ops == 1000  # 2.2 MiB: built
     monkeypatch.setattr(synthetic, "available_memory", lambda: None)  # unknown: no refusal
     assert synthetic.chain(10).num_ops == 10
+
+
+def test_the_profile_variable_may_name_the_file_or_its_folder(tmp_path, monkeypatch):
+    from rlplace.zoo.baechi import default_profile_path
+
+    monkeypatch.setenv("RLPLACE_BAECHI_GNMT", str(tmp_path))
+    assert default_profile_path() == tmp_path / "cost.pkl"
+    monkeypatch.setenv("RLPLACE_BAECHI_GNMT", str(tmp_path / "mine.pkl"))
+    assert default_profile_path() == tmp_path / "mine.pkl"

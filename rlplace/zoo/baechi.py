@@ -63,10 +63,12 @@ def _brief(value: object) -> str:
 
 
 def default_profile_path() -> Path:
-    """``$RLPLACE_BAECHI_GNMT`` if set, else ``shared/data/baechi_gnmt/cost.pkl`` beside the
-    repository (found from this source file), else relative to the working directory."""
+    """``$RLPLACE_BAECHI_GNMT`` if set (the file, or the profile's folder holding it), else
+    ``shared/data/baechi_gnmt/cost.pkl`` beside the repository (found from this source file), else
+    relative to the working directory."""
     if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR])
+        path = Path(os.environ[ENV_VAR])
+        return path / "cost.pkl" if path.is_dir() else path
     rel = Path("shared", "data", "baechi_gnmt", "cost.pkl")
     for base in (Path(__file__).resolve().parents[3], Path.cwd().parent, Path.cwd()):
         if (base / rel).is_file():
