@@ -99,13 +99,14 @@ def test_backward_ops_follow_their_forward_op_on_any_graph(name, g, data, memory
     groups: the placement is valid, and a backward op outside colocation groups is on its
     forward op's device, whether forward-only placement applies (ample memory) or not. In
     whole-step placement co-placement pairs them (§3.3), so there the optimizer's own placement
-    is checked: the plain placement its fallback may keep does not pair them."""
+    with whole sets is checked: neither the plain placement its fallback may keep nor the one
+    through sets bounded by memory (``bounded_sets``) pairs them all."""
     n = g.num_ops
     forward = [data.draw(st.none() | st.integers(0, i - 1)) if i else None for i in range(n)]
     labels = data.draw(st.lists(st.integers(-3, 1), min_size=n, max_size=n))
     g = _with_colocation(g, labels, forward)
     c = _units(2, memory, 0.5)
-    p = make_placer(name, optimizer_fallback=memory > 60).place(g, c)
+    p = make_placer(name, optimizer_fallback=memory > 60, bounded_sets=memory > 60).place(g, c)
     p.validate(g, c)
     for i in np.flatnonzero(g.forward_op >= 0):
         f = g.forward_op[i]
@@ -233,8 +234,9 @@ def test_sequential_communication_waits_in_the_queue():
 
 def test_memory_rounds_reuse_the_optimizer_and_the_lp(monkeypatch):
     """The graph optimizer and m-SCT's LP do not depend on the memory budget, so the memory-fit
-    rounds (nothing fits here, so every round runs) compute them once per placement: the LP once
-    per graph placed (the optimizer's quotient, and the op graph for ``optimizer_fallback``)."""
+    rounds (nothing fits here, so every round runs) compute them once per placement: the
+    optimizer once per grouping (whole sets, and sets bounded by memory for ``bounded_sets``), the
+    LP once per graph placed (the two quotients, and the op graph for ``optimizer_fallback``)."""
     import rlplace.placers.baechi.placer as baechi
 
     calls = {"lp": 0, "optimizer": 0, "rounds": 0}
@@ -254,9 +256,9 @@ def test_memory_rounds_reuse_the_optimizer_and_the_lp(monkeypatch):
     placer = make_placer("m_sct")
     placer.place(g, tiny)
     rounds = calls["rounds"]
-    assert rounds > 2 and calls["lp"] == 2 and calls["optimizer"] == 1
+    assert rounds > 3 and calls["lp"] == 3 and calls["optimizer"] == 2
     placer.place(g, tiny)  # a new call computes them again
-    assert calls == {"lp": 4, "optimizer": 2, "rounds": 2 * rounds}
+    assert calls == {"lp": 6, "optimizer": 4, "rounds": 2 * rounds}
 
 
 @pytest.mark.parametrize("name", SCHEDULERS)

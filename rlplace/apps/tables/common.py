@@ -115,10 +115,13 @@ def cluster_of(table: Mapping[str, Any], memory_fraction: float | None = None,
     return cluster
 
 
-# The papers' list schedulers as the papers define them: the fallback to the whole graph on one
-# device is rlplace's (``single_fallback``, rlplace.placers.fit), so the tables turn it off and
-# show where the papers' algorithms lose to one device.
-PAPER_ALGORITHM = {name: {"single_fallback": False} for name in ("m_etf", "m_sct", "heft", "order_place", "celeritas")}
+# The papers' placers as the papers define them: the fallback to the whole graph on one device
+# (``single_fallback``, rlplace.placers.fit) and Baechi's co-placement sets bounded by a device's
+# memory (``bounded_sets``, rlplace.placers.baechi.optimizer) are rlplace's, so the tables turn
+# them off and show where the papers' algorithms lose to one device or run out of memory.
+PAPER_ALGORITHM = {"m_topo": {"bounded_sets": False},
+                   **{name: {"single_fallback": False, "bounded_sets": False} for name in ("m_etf", "m_sct")},
+                   **{name: {"single_fallback": False} for name in ("heft", "order_place", "celeritas")}}
 
 
 def placer_options(setting: Setting, table: Mapping[str, Any], placer: str) -> dict:

@@ -22,11 +22,14 @@ COPLACEMENT_RULES = ("paper", "cost")
 
 
 def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: bool = True,
-                       rule: str = "cost", comm: CommModel | None = None, ratio: float = 0.1) -> np.ndarray:
+                       rule: str = "cost", comm: CommModel | None = None, ratio: float = 0.1,
+                       memory_limit: int | None = None) -> np.ndarray:
     """One label per op; ops with equal labels must share a device (Baechi §3.1-3.2).
 
     ``colocation``: the ops of a TensorFlow colocation group. ``coplacement``: a forward op
     whose output feeds one forward op only joins it, and a backward op joins its forward op.
+    ``memory_limit`` (bytes; not in the paper): a co-placement that would make a set's memory
+    exceed it is left out (``_bounded_union``); colocation groups stay whole.
 
     ``rule="paper"`` is §3.2's single-successor rule as written. It ignores what the reader
     waits for and what the ops cost: a reader with several inputs whose producers all feed it only
@@ -70,12 +73,41 @@ def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: boo
             single = single[_coplacement_saves(graph, single, lo[single], use, comm, ratio)]
         elif rule not in COPLACEMENT_RULES:
             raise ConfigError(f"coplacement rule must be one of {COPLACEMENT_RULES}, got {rule!r}")
-        a.append(single)
-        b.append(lo[single])
         backward = np.flatnonzero(graph.forward_op >= 0)
-        a.append(backward)
-        b.append(graph.forward_op[backward])
+        if memory_limit is not None:
+            return _bounded_union(union_labels(n, np.concatenate(a), np.concatenate(b)),
+                                  np.concatenate([single, backward]),
+                                  np.concatenate([lo[single], graph.forward_op[backward]]),
+                                  graph.persistent_bytes + graph.temporary_bytes + graph.output_total, memory_limit)
+        a += [single, backward]
+        b += [lo[single], graph.forward_op[backward]]
     return union_labels(n, np.concatenate(a), np.concatenate(b))
+
+
+def _bounded_union(base: np.ndarray, a: np.ndarray, b: np.ndarray, memory: np.ndarray, limit: int) -> np.ndarray:
+    """The sets of ``base`` (labels) joined pair by pair, (a[k], b[k]) in order, except where the
+    joined set's ``memory`` (summed over its ops) would exceed ``limit``.
+
+    Baechi places a co-placement set on one device (§3.1), so a set larger than a device cannot
+    fit. On residual training graphs the sets chain into one: on BERT-12 (5,897 ops), TensorFlow's
+    colocation of the gradient sums with the gradient ops they add, joined to their forward ops by
+    case (ii), puts 5,647 ops in one set; its placement runs out of memory on every device of 8 GiB,
+    and without the optimizer m-ETF spreads the ops over the devices (2.86x the communication
+    bound). An op's memory here is §2.2's (its persistent, temporary and output bytes, as m-TOPO
+    counts it), which overstates what a set's own ops hold at once (experiments/studies.md,
+    "m-ETF on BERT-12")."""
+    from scipy.cluster.hierarchy import DisjointSet
+
+    k = int(base.max(initial=-1)) + 1
+    held = np.bincount(base, weights=memory, minlength=k)
+    sets = DisjointSet(range(k))
+    for x, y in zip(base[a].tolist(), base[b].tolist()):
+        rx, ry = sets[x], sets[y]
+        if rx != ry and held[rx] + held[ry] <= limit:
+            sets.merge(rx, ry)
+            held[sets[rx]] = held[rx] + held[ry]
+    roots = np.array([sets[x] for x in range(k)], dtype=np.int64)
+    return np.unique(roots, return_inverse=True)[1].reshape(-1)[base]
 
 
 def _coplacement_saves(graph: OpGraph, op: np.ndarray, reader: np.ndarray, use: np.ndarray,
@@ -384,10 +416,11 @@ class GraphOptimizer:
     coplacement_rule: str = "cost"  # or "paper" (``coplacement_labels``)
     coplacement_ratio: float = 0.1
 
-    def optimize(self, graph: OpGraph, comm: CommModel | None = None) -> CoarseGraph:
-        """The grouping of ``graph``; ``comm``: the interconnect, for the "cost" co-placement rule."""
+    def optimize(self, graph: OpGraph, comm: CommModel | None = None, memory_limit: int | None = None) -> CoarseGraph:
+        """The grouping of ``graph``; ``comm``: the interconnect, for the "cost" co-placement rule;
+        ``memory_limit``: the most memory a co-placement set may have (``coplacement_labels``)."""
         labels = coplacement_labels(graph, self.colocation, self.coplacement, self.coplacement_rule, comm,
-                                    self.coplacement_ratio)
+                                    self.coplacement_ratio, memory_limit)
         if self.fusion:
             return fuse(graph, labels, self.fusion_exact_check, self.fusion_rule)
         return CoarseGraph(graph, np.arange(graph.num_ops), labels)

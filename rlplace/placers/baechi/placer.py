@@ -45,6 +45,20 @@ and 1.17x ``single`` on the GNMT profile (baechi_2080) and up to 1.31x on Incept
 Table 4 at full memory), and up to 1.47x on random training steps that fit one device
 (tests/test_never_slower_than_single.py).
 
+``bounded_sets`` (on by default; not in the paper): where the whole step fits no device, the
+placer also places through the optimizer with no co-placement set holding more memory than a
+device's budget (``optimizer.coplacement_labels``; TensorFlow's colocation groups stay whole)
+and keeps the fastest placement, as for ``optimizer_fallback``. §3.3 co-places each backward op
+with its forward op when memory is short; on residual training graphs that and TensorFlow's
+colocation of the gradient sums chain the whole step into one set (BERT-12: 5,647 of 5,897
+ops), which cannot fit, so the optimizer's placement ran out of memory and the plain one, spread
+op by op, was kept. With the bound, m-ETF on BERT-12, the Transformer 6+6 and Tensor Holography
+10 layers (baechi_2080: 4 x 8 GiB) runs 2.86x -> 1.52x, 3.27x -> 1.95x and 3.23x -> 2.52x the
+communication bound, m-SCT 2.95x -> 1.54x, 2.32x -> 1.86x and 3.51x -> 2.52x. On random
+training steps the bounded placement alone is as often slower as faster (up to 1.14x either
+way), hence a way beside the others, not a replacement (experiments/studies.md, "m-ETF on
+BERT-12").
+
 Both are policies of the list-scheduling skeleton (``rlplace.schedule.list_scheduling``) on the
 execution model and return their own schedule of the graph they placed with the placement (``Placed.schedule``, ``Placed.peak_memory``). With the graph
 optimizer off, parallel transfers and ops that take time, m-ETF's own schedule is exactly the simulator's schedule of its
@@ -99,6 +113,7 @@ class _BaechiPlacer:
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
     single_fallback: bool = True  # never slower than the whole graph on one device where that fits
+    bounded_sets: bool = True  # where the step fits no device, no co-placement set holds more than a device
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placed:
         if not 0 < self.memory_fraction <= 1:
@@ -108,17 +123,20 @@ class _BaechiPlacer:
             raise ConfigError(f"{type(self).__name__}: memory_rounds must be an integer >= 1, "
                               f"got {self.memory_rounds!r}")
         caps = np.floor(cluster.memory * self.memory_fraction).astype(np.int64)
-        single_peak = None  # of the whole step on one device, where forward-only placement may apply
-        if self.forward_only and np.any(graph.forward_op >= 0):
-            single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
-        optimizing = self.coplacement or self.fusion
-        ways = (True, False) if optimizing and self.optimizer_fallback else (optimizing,)
+        single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
+        ways: list[tuple[bool, int | None]] = []  # (through the optimizer, the most memory of a set)
+        if self.coplacement or self.fusion:
+            ways.append((True, None))
+            if self.bounded_sets and single_peak > caps.min():
+                ways.append((True, int(caps.min())))
+        if not ways or self.optimizer_fallback:
+            ways.append((False, None))
         self._memo: dict = {}
         rounds: dict[bytes, dict] = {}  # each placement tried: what the placer knew of it
         placed = whole_graph_on_one_device(graph, cluster) if self.single_fallback else []
         try:
-            device, result = fastest_fit([lambda budget, optimize=optimize: self._place_within(
-                graph, cluster, budget, single_peak, optimize, rounds) for optimize in ways],
+            device, result = fastest_fit([lambda budget, way=way: self._place_within(
+                graph, cluster, budget, single_peak, *way, rounds) for way in ways],
                 graph, cluster, caps, self.memory_rounds, placed)
         finally:
             self._memo = {}
@@ -133,33 +151,35 @@ class _BaechiPlacer:
             self._memo[key] = make()
         return self._memo[key]
 
-    def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray, single_peak: int | None,
-                      optimize: bool, rounds: dict[bytes, dict]) -> tuple[np.ndarray, np.ndarray]:
-        """One device per op within ``caps`` (through the graph optimizer with ``optimize``), and
-        the peak bytes per device the placer planned; ``rounds[device bytes]`` keeps what the
-        placer knew of the placement (``_KNOWN``) the first way it came to it."""
-        if single_peak is not None and single_peak <= caps.min():
+    def _place_within(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray, single_peak: int,
+                      optimize: bool, set_limit: int | None, rounds: dict[bytes, dict]) -> tuple[np.ndarray, np.ndarray]:
+        """One device per op within ``caps`` (through the graph optimizer with ``optimize``, its
+        sets of at most ``set_limit`` bytes), and the peak bytes per device the placer planned;
+        ``rounds[device bytes]`` keeps what the placer knew of the placement (``_KNOWN``) the
+        first way it came to it."""
+        if self.forward_only and np.any(graph.forward_op >= 0) and single_peak <= caps.min():
             # §3.3: the optimizer and the placer see the forward ops only; backward ops follow
             sub, keep = self._once("forward_part", lambda: forward_part(graph))
-            forward_device, known = self._optimize_and_place(sub, cluster, caps, optimize)
+            forward_device, known = self._optimize_and_place(sub, cluster, caps, optimize, set_limit)
             device = follow_forward(graph, keep, forward_device)
         else:
-            device, known = self._optimize_and_place(graph, cluster, caps, optimize)
+            device, known = self._optimize_and_place(graph, cluster, caps, optimize, set_limit)
         known = {"planned_peak": caps, **known}  # m-TOPO's plan is its cap; the list schedulers set their own
         rounds.setdefault(device.tobytes(), known)
         return device, known["planned_peak"]
 
     def _optimize_and_place(self, graph: OpGraph, cluster: Cluster, caps: np.ndarray,
-                            optimize: bool) -> tuple[np.ndarray, dict]:
-        """Baechi's graph optimizer (with ``optimize``), then the placer on its groups: one device
-        per op, and what the placer knew of it (``_KNOWN``: the nodes placed and ``_place_work``'s)."""
+                            optimize: bool, set_limit: int | None) -> tuple[np.ndarray, dict]:
+        """Baechi's graph optimizer (with ``optimize``; ``set_limit``: the most memory of a
+        co-placement set), then the placer on its groups: one device per op, and what the placer
+        knew of it (``_KNOWN``: the nodes placed and ``_place_work``'s)."""
         if not optimize:
             device, known = self._place_work(graph, cluster, caps, False)
             return device, {"nodes_placed": graph.num_ops, **known}
-        coarse = self._once(("coarse", id(graph)), lambda: GraphOptimizer(
+        coarse = self._once(("coarse", id(graph), set_limit), lambda: GraphOptimizer(
             self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule,
-            self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm))
-        work = self._once(("work", id(graph)), coarse.quotient)
+            self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm, set_limit))
+        work = self._once(("work", id(graph), set_limit), coarse.quotient)
         work_device, known = self._place_work(work, cluster, caps, True)
         return coarse.expand(work_device).device_of, {"nodes_placed": work.num_ops, **known}
 
