@@ -55,9 +55,9 @@ ops), which cannot fit, so the optimizer's placement ran out of memory and the p
 op by op, was kept. With the bound, m-ETF on BERT-12, the Transformer 6+6 and Tensor Holography
 10 layers (baechi_2080: 4 x 8 GiB) runs 2.86x -> 1.52x, 3.27x -> 1.95x and 3.23x -> 2.52x the
 communication bound, m-SCT 2.95x -> 1.54x, 2.32x -> 1.86x and 3.51x -> 2.52x. On random
-training steps the bounded placement alone is as often slower as faster (up to 1.14x either
-way), hence a way beside the others, not a replacement (experiments/studies.md, "m-ETF on
-BERT-12").
+training steps the bounded placement alone is sometimes slower than the whole sets' (up to
+1.14x: a set's bytes summed overstate what it holds at once), sometimes faster (up to 1.37x),
+hence a way beside the others, not a replacement (experiments/studies.md, "m-ETF on BERT-12").
 
 Both are policies of the list-scheduling skeleton (``rlplace.schedule.list_scheduling``) on the
 execution model and return their own schedule of the graph they placed with the placement (``Placed.schedule``, ``Placed.peak_memory``). With the graph
