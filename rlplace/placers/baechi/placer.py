@@ -45,10 +45,12 @@ and 1.17x ``single`` on the GNMT profile (baechi_2080) and up to 1.31x on Incept
 Table 4 at full memory), and up to 1.47x on random training steps that fit one device
 (tests/test_never_slower_than_single.py).
 
-``bounded_sets`` (on by default; not in the paper): where the whole step fits no device, the
-placer also places through the optimizer with no co-placement set holding more memory than a
-device's budget (``optimizer.coplacement_labels``; TensorFlow's colocation groups stay whole)
-and keeps the fastest placement, as for ``optimizer_fallback``. §3.3 co-places each backward op
+``bounded_sets`` (on by default; not in the paper): where the whole step fits no device and a
+co-placement set holds more memory than a device's budget (§2.2's measure), the placer also
+places through the optimizer with no co-placement set holding more than that
+(``optimizer.coplacement_labels``; TensorFlow's colocation groups stay whole) and keeps the
+fastest placement, as for ``optimizer_fallback``. (Only then: on a 20,000-op layered DAG that
+fits no device but whose sets are small, the extra way made m-ETF 2x slower to place for nothing.) §3.3 co-places each backward op
 with its forward op when memory is short; on residual training graphs that and TensorFlow's
 colocation of the gradient sums chain the whole step into one set (BERT-12: 5,647 of 5,897
 ops), which cannot fit, so the optimizer's placement ran out of memory and the plain one, spread
@@ -85,7 +87,8 @@ from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placed
 from rlplace.placers import register
-from rlplace.placers.baechi.optimizer import GraphOptimizer, deferred_sets, follow_forward, forward_part
+from rlplace.placers.baechi.optimizer import (GraphOptimizer, coplacement_labels, deferred_sets, follow_forward,
+                                              forward_part)
 from rlplace.placers.fit import fastest_fit, known_of_one_device, whole_graph_on_one_device
 from rlplace.placers.baechi.sct_lp import LP_METHODS, favorite_children
 from rlplace.schedule import Model, Schedule, memory_peaks, schedule_of
@@ -113,7 +116,7 @@ class _BaechiPlacer:
     memory_fraction: float = 1.0  # of each device's memory the placer may plan to use
     memory_rounds: int = 4  # placements tried until the simulator finds one that fits (rlplace.placers.fit)
     single_fallback: bool = True  # never slower than the whole graph on one device where that fits
-    bounded_sets: bool = True  # where the step fits no device, no co-placement set holds more than a device
+    bounded_sets: bool = True  # where the step fits no device, also place with no co-placement set over a device
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placed:
         if not 0 < self.memory_fraction <= 1:
@@ -127,7 +130,7 @@ class _BaechiPlacer:
         ways: list[tuple[bool, int | None]] = []  # (through the optimizer, the most memory of a set)
         if self.coplacement or self.fusion:
             ways.append((True, None))
-            if self.bounded_sets and single_peak > caps.min():
+            if self.bounded_sets and single_peak > caps.min() and self._sets_exceed(graph, cluster, int(caps.min())):
                 ways.append((True, int(caps.min())))
         if not ways or self.optimizer_fallback:
             ways.append((False, None))
@@ -142,6 +145,16 @@ class _BaechiPlacer:
             self._memo = {}
         known = rounds.get(device.tobytes()) or dict(zip(_KNOWN, known_of_one_device(graph, result)))
         return Placed(device, **known, fits=not result.oom)
+
+    def _sets_exceed(self, graph: OpGraph, cluster: Cluster, limit: int) -> bool:
+        """Whether a co-placement set of ``graph`` holds more than ``limit`` bytes (§2.2's
+        measure): only then do sets bounded by ``limit`` differ from the whole ones."""
+        if not self.coplacement:
+            return False
+        labels = coplacement_labels(graph, self.colocation, True, self.coplacement_rule, cluster.comm,
+                                    self.coplacement_ratio)
+        held = np.bincount(labels, weights=graph.persistent_bytes + graph.temporary_bytes + graph.output_total)
+        return bool(held.max(initial=0) > limit)
 
     def _once(self, key, make):
         """``make()``, computed once per ``place``: the forward part, the graph optimizer's
