@@ -81,41 +81,54 @@ def time_transfers(src: str, dst: str, sizes: Sequence[int] = DEFAULT_SIZES, hop
 
     from rlplace.tf.devices import device_session_config
 
-    v1 = tf.compat.v1
     config = device_session_config(inter_op_threads, intra_op_threads=1)
     seconds, overheads = [], []
     for size in sizes:
-        graph = tf.Graph()
-        with graph.as_default():
-            with tf.device(src):
-                var = v1.get_variable("x", [max(int(size) // 4, 1)], initializer=v1.zeros_initializer(),
-                                      use_resource=True)
-                start = var.read_value()
-            chains = {}
-            for length in (2, 2 + hops):
-                for across, devices in ((True, (dst, src)), (False, (src, src))):
-                    y = start
-                    for k in range(length):
-                        with tf.device(devices[k % 2]):
-                            y = tf.identity(y)
-                    with tf.device(src):
-                        chains[length, across] = y[0].op  # reads the data: the chain must run
-            init = v1.global_variables_initializer()
-        times: dict[tuple[int, bool], list[float]] = {key: [] for key in chains}
-        with v1.Session(graph=graph, config=config) as sess:
+        graph, chains, init = _chains(tf, src, dst, size, hops)
+        with tf.compat.v1.Session(graph=graph, config=config) as sess:
             sess.run(init)
-            for k in range(warmup + repeats):
-                for key, op in chains.items():
-                    t0 = time.perf_counter()
-                    sess.run(op)
-                    if k >= warmup:
-                        times[key].append(time.perf_counter() - t0)
+            times = _time_runs(sess, chains, warmup, repeats)
         extra = {length: np.median(times[length, True]) - np.median(times[length, False])
                  for length in (2, 2 + hops)}
         per_transfer = (extra[2 + hops] - extra[2]) / hops
         seconds.append(float(per_transfer))
         overheads.append(extra[2] - 2 * per_transfer)
     return TransferTimes(tuple(int(b) for b in sizes), tuple(seconds), float(np.median(overheads)))
+
+
+def _chains(tf, src: str, dst: str, size: int, hops: int):
+    """``time_transfers``' graph for one size: a variable on ``src`` read into chains of 2 and
+    ``2 + hops`` Identity ops, across (alternating ``dst``, ``src``) or on ``src`` alone; returns
+    the graph, {(length, across): the op that reads the chain's end} and the initializer."""
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device(src):
+            var = v1.get_variable("x", [max(int(size) // 4, 1)], initializer=v1.zeros_initializer(), use_resource=True)
+            start = var.read_value()
+        chains = {}
+        for length in (2, 2 + hops):
+            for across, devices in ((True, (dst, src)), (False, (src, src))):
+                y = start
+                for k in range(length):
+                    with tf.device(devices[k % 2]):
+                        y = tf.identity(y)
+                with tf.device(src):
+                    chains[length, across] = y[0].op  # reads the data: the chain must run
+        init = v1.global_variables_initializer()
+    return graph, chains, init
+
+
+def _time_runs(sess, ops: dict, warmup: int, repeats: int) -> dict:
+    """Seconds of each of ``repeats`` runs of every op (after ``warmup`` runs), taken in turns."""
+    times: dict = {key: [] for key in ops}
+    for k in range(warmup + repeats):
+        for key, op in ops.items():
+            t0 = time.perf_counter()
+            sess.run(op)
+            if k >= warmup:
+                times[key].append(time.perf_counter() - t0)
+    return times
 
 
 def cluster_yaml(fit: CommFit, num_devices: int, memory_bytes: int, prefix: str, name: str,

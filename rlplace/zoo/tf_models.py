@@ -170,19 +170,7 @@ def gnmt(batch_size: int = 128, seq_length: int = 40, hidden: int = 512, vocab_s
             tgt_steps = tf.unstack(tf.nn.embedding_lookup(dec_emb, tgt_in), axis=1)
 
         with v1.variable_scope("encoder"):
-            with b.layer(0):
-                fw = LSTM("bi_fw", hidden, hidden)
-                bw = LSTM("bi_bw", hidden, hidden)
-                fw_out, bw_out = _run_lstm(fw, src_steps, batch_size), \
-                    _run_lstm(bw, src_steps[::-1], batch_size)[::-1]
-                outputs = [tf.concat([f, r], 1) for f, r in zip(fw_out, bw_out)]
-            for k in range(1, num_layers):
-                with b.layer(k):
-                    cell = LSTM(f"layer_{k}", outputs[0].shape[-1], hidden)
-                    new = _run_lstm(cell, outputs, batch_size)
-                    outputs = [n + o for n, o in zip(new, outputs)] if k >= 2 else new
-            with b.layer(last):
-                memory = tf.stack(outputs, axis=1)
+            memory = _gnmt_encoder(b, src_steps, hidden, num_layers, batch_size)
 
         with v1.variable_scope("decoder"):
             with b.layer(last):
@@ -198,21 +186,45 @@ def gnmt(batch_size: int = 128, seq_length: int = 40, hidden: int = 512, vocab_s
             losses = []
             for t, x in enumerate(tgt_steps):
                 with v1.name_scope(f"step_{t}"):
-                    with b.layer(0):
-                        states[0] = cells[0](tf.concat([x, context], 1), states[0])
-                    with b.layer(last):
-                        context = attention(states[0][0])
-                    y = states[0][0]
-                    for k in range(1, num_layers):
-                        with b.layer(k):
-                            states[k] = cells[k](tf.concat([y, context], 1), states[k])
-                            y = states[k][0] + y if k >= 2 else states[k][0]
+                    y, context = _gnmt_decoder_step(b, cells, states, attention, x, context)
                     with b.layer(last):
                         losses.append(tf.nn.sparse_softmax_cross_entropy_with_logits(
                             labels=tgt_out[:, t], logits=tf.matmul(y, proj)))
             with b.layer(last):
                 loss = tf.reduce_sum(tf.add_n(losses)) / batch_size
         return b.finish(loss, lambda step: v1.train.GradientDescentOptimizer(learning_rate))
+
+
+def _gnmt_encoder(b: ModelBuilder, steps: list[tf.Tensor], hidden: int, num_layers: int, batch: int) -> tf.Tensor:
+    """GNMT's encoder over the embedded source ``steps``: a bidirectional first layer, then
+    unidirectional layers, residual from the third on; its outputs stacked (the attention memory)."""
+    with b.layer(0):
+        fw, bw = LSTM("bi_fw", hidden, hidden), LSTM("bi_bw", hidden, hidden)
+        fw_out, bw_out = _run_lstm(fw, steps, batch), _run_lstm(bw, steps[::-1], batch)[::-1]
+        outputs = [tf.concat([f, r], 1) for f, r in zip(fw_out, bw_out)]
+    for k in range(1, num_layers):
+        with b.layer(k):
+            new = _run_lstm(LSTM(f"layer_{k}", outputs[0].shape[-1], hidden), outputs, batch)
+            outputs = [n + o for n, o in zip(new, outputs)] if k >= 2 else new
+    with b.layer(num_layers - 1):
+        return tf.stack(outputs, axis=1)
+
+
+def _gnmt_decoder_step(b: ModelBuilder, cells: list[LSTM], states: list, attention: BahdanauAttention,
+                       x: tf.Tensor, context: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """One GNMT decoder step (``states`` updated in place): the bottom layer reads the input and
+    the last context and queries the attention; the layers above read the context too, residual
+    from the third. Returns the top layer's output and the new context."""
+    with b.layer(0):
+        states[0] = cells[0](tf.concat([x, context], 1), states[0])
+    with b.layer(len(cells) - 1):
+        context = attention(states[0][0])
+    y = states[0][0]
+    for k in range(1, len(cells)):
+        with b.layer(k):
+            states[k] = cells[k](tf.concat([y, context], 1), states[k])
+            y = states[k][0] + y if k >= 2 else states[k][0]
+    return y, context
 
 
 def _run_lstm(cell: LSTM, inputs: list[tf.Tensor], batch: int) -> list[tf.Tensor]:
