@@ -213,9 +213,15 @@ class OpGraph:
         return float(self.compute_time.sum())
 
     @property
+    def op_memory(self) -> np.ndarray:
+        """Per op: its persistent, temporary and output bytes, no reuse (Baechi §2.2's memory of
+        an op, Celeritas Eq. 6's Memory[v])."""
+        return self.persistent_bytes + self.temporary_bytes + self.output_total
+
+    @property
     def total_memory(self) -> int:
         """Sum of persistent, temporary and output bytes over all ops (no reuse)."""
-        return int(self.persistent_bytes.sum() + self.temporary_bytes.sum() + self.output_total.sum())
+        return int(self.op_memory.sum())
 
     def critical_path(self, speed: float = 1.0) -> float:
         """Length of the longest compute-only path, with every op at ``speed``."""

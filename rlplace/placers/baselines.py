@@ -137,8 +137,7 @@ class MetisPlacer:
         k, n = units.num_groups, cluster.num_devices
         if k <= n:
             return units.expand(np.arange(k))
-        cost = graph.compute_time if self.balance == "compute" else (
-            graph.persistent_bytes + graph.temporary_bytes + graph.output_total).astype(np.float64)
+        cost = graph.compute_time if self.balance == "compute" else graph.op_memory.astype(np.float64)
         vweights = np.zeros(k)
         np.add.at(vweights, units.group_of, cost)
         starts, adjacent, eweights = _unit_adjacency(graph, units.group_of, k)

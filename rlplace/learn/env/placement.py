@@ -486,7 +486,7 @@ def _static_observation(graph: OpGraph, cluster: Cluster, units: CoarseGraph) ->
     def per_unit(values) -> np.ndarray:
         return np.bincount(units.group_of, weights=values, minlength=U)
 
-    memory = graph.persistent_bytes + graph.temporary_bytes + graph.output_total
+    memory = graph.op_memory
     largest_dim = max((d for shapes_i in graph.output_shapes for shape in (shapes_i or []) for d in (shape or [])),
                       default=0)
     shapes = np.zeros((graph.num_ops, 2 * SHAPE_DIMS))

@@ -78,7 +78,7 @@ def coplacement_labels(graph: OpGraph, colocation: bool = True, coplacement: boo
             return _bounded_union(union_labels(n, np.concatenate(a), np.concatenate(b)),
                                   np.concatenate([single, backward]),
                                   np.concatenate([lo[single], graph.forward_op[backward]]),
-                                  graph.persistent_bytes + graph.temporary_bytes + graph.output_total, memory_limit)
+                                  graph.op_memory, memory_limit)
         a += [single, backward]
         b += [lo[single], graph.forward_op[backward]]
     return union_labels(n, np.concatenate(a), np.concatenate(b))

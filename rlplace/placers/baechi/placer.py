@@ -83,12 +83,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlplace.cluster import Cluster
+from rlplace.coarsen import CoarseGraph
 from rlplace.errors import ConfigError, PlacementError
 from rlplace.graph import OpGraph
 from rlplace.placement import Placed
 from rlplace.placers import register
-from rlplace.placers.baechi.optimizer import (GraphOptimizer, coplacement_labels, deferred_sets, follow_forward,
-                                              forward_part)
+from rlplace.placers.baechi.optimizer import GraphOptimizer, deferred_sets, follow_forward, forward_part
 from rlplace.placers.fit import fastest_fit, known_of_one_device, whole_graph_on_one_device
 from rlplace.placers.baechi.sct_lp import LP_METHODS, favorite_children
 from rlplace.schedule import Model, Schedule, memory_peaks, schedule_of
@@ -127,17 +127,17 @@ class _BaechiPlacer:
                               f"got {self.memory_rounds!r}")
         caps = np.floor(cluster.memory * self.memory_fraction).astype(np.int64)
         single_peak = simulate(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).peak_memory[0]
-        ways: list[tuple[bool, int | None]] = []  # (through the optimizer, the most memory of a set)
-        if self.coplacement or self.fusion:
-            ways.append((True, None))
-            if self.bounded_sets and single_peak > caps.min() and self._sets_exceed(graph, cluster, int(caps.min())):
-                ways.append((True, int(caps.min())))
-        if not ways or self.optimizer_fallback:
-            ways.append((False, None))
         self._memo: dict = {}
         rounds: dict[bytes, dict] = {}  # each placement tried: what the placer knew of it
         placed = whole_graph_on_one_device(graph, cluster) if self.single_fallback else []
         try:
+            ways: list[tuple[bool, int | None]] = []  # (through the optimizer, the most memory of a set)
+            if self.coplacement or self.fusion:
+                ways.append((True, None))
+                if self.bounded_sets and single_peak > caps.min() and self._sets_exceed(graph, cluster, int(caps.min())):
+                    ways.append((True, int(caps.min())))
+            if not ways or self.optimizer_fallback:
+                ways.append((False, None))
             device, result = fastest_fit([lambda budget, way=way: self._place_within(
                 graph, cluster, budget, single_peak, *way, rounds) for way in ways],
                 graph, cluster, caps, self.memory_rounds, placed)
@@ -148,12 +148,11 @@ class _BaechiPlacer:
 
     def _sets_exceed(self, graph: OpGraph, cluster: Cluster, limit: int) -> bool:
         """Whether a co-placement set of ``graph`` holds more than ``limit`` bytes (§2.2's
-        measure): only then do sets bounded by ``limit`` differ from the whole ones."""
+        measure): only then do sets bounded by ``limit`` differ from the whole ones. The whole
+        sets are the optimizer's, which the first way places with."""
         if not self.coplacement:
             return False
-        labels = coplacement_labels(graph, self.colocation, True, self.coplacement_rule, cluster.comm,
-                                    self.coplacement_ratio)
-        held = np.bincount(labels, weights=graph.persistent_bytes + graph.temporary_bytes + graph.output_total)
+        held = np.bincount(self._coarse(graph, cluster, None).coplace, weights=graph.op_memory)
         return bool(held.max(initial=0) > limit)
 
     def _once(self, key, make):
@@ -189,12 +188,17 @@ class _BaechiPlacer:
         if not optimize:
             device, known = self._place_work(graph, cluster, caps, False)
             return device, {"nodes_placed": graph.num_ops, **known}
-        coarse = self._once(("coarse", id(graph), set_limit), lambda: GraphOptimizer(
-            self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule,
-            self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm, set_limit))
+        coarse = self._coarse(graph, cluster, set_limit)
         work = self._once(("work", id(graph), set_limit), coarse.quotient)
         work_device, known = self._place_work(work, cluster, caps, True)
         return coarse.expand(work_device).device_of, {"nodes_placed": work.num_ops, **known}
+
+    def _coarse(self, graph: OpGraph, cluster: Cluster, set_limit: int | None) -> CoarseGraph:
+        """Baechi's graph optimizer's grouping of ``graph`` (its co-placement sets of at most
+        ``set_limit`` bytes), once per ``place``."""
+        return self._once(("coarse", id(graph), set_limit), lambda: GraphOptimizer(
+            self.colocation, self.coplacement, self.fusion, self.fusion_exact_check, self.fusion_rule,
+            self.coplacement_rule, self.coplacement_ratio).optimize(graph, cluster.comm, set_limit))
 
     def _groups(self, work: OpGraph, optimized: bool) -> dict[str, np.ndarray]:
         """The sets placed together: the quotient's colocation groups (which are the
@@ -237,7 +241,7 @@ class MTopoPlacer(_BaechiPlacer):
         for ops in self._groups(work, optimized).values():
             unit[ops] = ops[0]
         need = np.zeros(n, dtype=np.int64)
-        np.add.at(need, unit, work.persistent_bytes + work.temporary_bytes + work.output_total)
+        np.add.at(need, unit, work.op_memory)
         cap = need.sum() // ndev + need.max(initial=0)
         device = np.empty(n, dtype=np.int64)
         d, used = 0, 0

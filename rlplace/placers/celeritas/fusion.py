@@ -16,11 +16,6 @@ from rlplace.graph import OpGraph
 from rlplace.placers.celeritas.orders import cpd_topo, edge_comm_time
 
 
-def op_memory(graph: OpGraph) -> np.ndarray:
-    """``Memory[v]`` of Eq. 6: persistent + temporary + output bytes (no reuse assumed)."""
-    return graph.persistent_bytes + graph.temporary_bytes + graph.output_total
-
-
 def optimal_breakpoints(graph: OpGraph, order: np.ndarray, edge_cost: np.ndarray, memory: np.ndarray,
                         exploration_range: int, memory_cap: float,
                         compute: np.ndarray | None = None) -> tuple[np.ndarray, float]:
@@ -60,7 +55,7 @@ def optimal_fusion(graph: OpGraph, cluster: Cluster, exploration_range: int = 20
     if memory_cap is None:
         memory_cap = 0.25 * float(cluster.memory.min())
     order = cpd_topo(graph, cluster)
-    starts, _ = optimal_breakpoints(graph, order, edge_comm_time(graph, cluster.comm), op_memory(graph),
+    starts, _ = optimal_breakpoints(graph, order, edge_comm_time(graph, cluster.comm), graph.op_memory,
                                     exploration_range, memory_cap,
                                     graph.compute_time if keep_parallelism else None)
     run = np.zeros(graph.num_ops, dtype=np.int64)
