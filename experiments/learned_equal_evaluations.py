@@ -72,7 +72,7 @@ def markdown(record: dict) -> str:
              "(the search seeded alike); gain = 1 - median(learned) / median(search); target: warm, at least "
              f"{100 * TARGET:.0f}% faster at 500 and 2,000.", "",
              "The control: the same placer and search with every weight 0 (every device scores alike, so the "
-             "search's network half moves ops at random): what training adds.", "",
+             "search's network-ranked moves are drawn at random): what training adds.", "",
              "| graph | ops | best heuristic (ms) | evaluations | learned | control (weights 0) | local search | gain | verdict |",
              "|---|---:|---|---:|---|---|---|---:|---|"]
 

@@ -79,7 +79,7 @@ def run_graph(instance, weights: dict[str, Path], controls: dict[str, Path]) -> 
 
 def zero_weights(path: Path, work: Path) -> Path:
     """A weights file shaped as ``path``'s, every weight 0: every device scores alike, so the
-    search's network half moves ops at random (the control of what training adds)."""
+    search's network-ranked moves are drawn at random (the control of what training adds)."""
     zero = work / f"zero_{path.parent.name}.npz"
     if not zero.is_file():
         with np.load(path, allow_pickle=False) as data:
@@ -141,7 +141,7 @@ def markdown(result: dict) -> str:
              "times (the simulator's) over the best heuristic of each graph (best of "
              f"{', '.join(HEURISTICS)}), geometric means over the graphs; `tuned_over_search`: the placer "
              f"with {EVALUATIONS} evaluations over a {EVALUATIONS}-evaluation local search from the best heuristic; "
-             "`control_over_search`: the same with every weight 0 (its search's network half moves ops at random). "
+             "`control_over_search`: the same with every weight 0 (its search's network-ranked moves drawn at random). "
              "Seeds are training seeds; the last columns are the median and the range over them.", "",
              "| | " + " | ".join(seeds) + " | median | range |", "|---|" + "---|" * (len(seeds) + 2)]
     for key in keys:

@@ -234,7 +234,7 @@ def learned_listsched(results: Path) -> str:
             f"- with 50 evaluations: {spread('tuned_over_search_gmean', '{:.4f}')}x a 50-evaluation local search "
             f"from the best heuristic (faster on {spread('tuned_faster', '{:.0f}')} of {len(recorded['graphs'])} "
             f"graphs, slower on {spread('tuned_slower', '{:.0f}')}), {spread('tuned_over_best_gmean', '{:.4f}')}x "
-            f"the best heuristic; the same search with every weight 0 (its network half moving ops at random) "
+            f"the best heuristic; the same search with every weight 0 (its network-ranked moves drawn at random) "
             f"{spread('control_over_search_gmean', '{:.4f}')}x\n"
             f"- placement time at {recorded['timing']['ops']:,} ops: {recorded['timing']['median_seconds']:.2f} s "
             f"(this CPU; most of it the heuristics that give the hint)\n\n(`experiments/results/learned_listsched.md`)\n")

@@ -13,11 +13,11 @@ from rlplace.errors import CheckpointError, ConfigError
 from rlplace.learn.listsched import Network, TrainConfig, train
 from rlplace.learn.family import Instance
 from rlplace.placers import make_placer
-from rlplace.placers.learned import (FEATURES, NUM_FEATURES, WEIGHTS, ListSchedule, LearnedPlacer, best_heuristic,
-                                     load_weights, policy_search, score, scores)
-from rlplace.placers.search import HEURISTICS
+from rlplace.placers.learned import (FEATURES, NUM_FEATURES, WEIGHTS, ListSchedule, LearnedPlacer, _Round,
+                                     best_heuristic, load_weights, policy_search, score, scores)
+from rlplace.placers.search import HEURISTICS, LocalSearch, Moves
 from rlplace.sim import simulate
-from rlplace.zoo.synthetic import layered
+from rlplace.zoo.synthetic import chain, layered
 
 LINKS = [CommModel(134e-6, 1.754e-10, "sequential"), CommModel(2e-5, 1e-9, "parallel")]
 
@@ -290,3 +290,26 @@ def test_training_writes_weights_the_placer_loads_and_resumes(tmp_path):
         train(TrainConfig(**{**first["config"], "hidden": 4}), tmp_path, family, progress=False)
     with pytest.raises(ConfigError, match="population"):
         train(TrainConfig(population=3), tmp_path, family, progress=False)
+
+
+def test_the_search_moves_around_the_critical_path_of_the_current_placement():
+    """A chain split over two devices waits for its one transfer: the round's first moves join
+    the transfer's reader to its producer's device and the producer to its reader's, and every
+    network-ranked move is of a path op."""
+    graph = chain(6, compute_time=1e-3, output_bytes=10**8)
+    cluster = Cluster.homogeneous(2, 2**40, LINKS[0])
+    current = np.array([0, 0, 0, 1, 1, 1])
+    plan = ListSchedule(graph, cluster, current)
+    network = load_weights(WEIGHTS)
+    tried = set()
+    moves = Moves(graph, 2, LocalSearch.run_fraction)
+    around = _Round(plan, network, cluster.memory, current, moves, tried)
+    assert around.path.tolist() == [0, 1, 2, 3, 4, 5]
+    assert [(int(u), int(d)) for u, d in around.joins] == [(3, 0), (2, 1)]
+    candidates = around.draw(8, np.random.default_rng(0))
+    assert [c.tolist() for c in candidates[:2]] == [[0, 0, 0, 0, 1, 1], [0, 0, 1, 1, 1, 1]]
+    assert all(np.any(c != current) for c in candidates) and len(candidates) <= 6
+    joined = [c.tolist() for c in candidates[:2]]
+    again = around.draw(8, np.random.default_rng(0))
+    single_moves = again[:len(again) - 8 // 4]  # the last quarter: runs of path ops
+    assert single_moves and not any(c.tolist() in joined for c in single_moves)  # tried: never twice

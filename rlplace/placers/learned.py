@@ -28,12 +28,16 @@ without a hint (cloning earliest finish, then evolution strategies) placed the h
 hint where it knows no better (the hint is weighed beside its greedy pass, so the placement is
 the best heuristic's or faster), and its scores rank the moves of a search: ``evaluations``
 (default 1: one greedy pass) above 1 spend them through ``policy_search``, a hill-climb from the
-better of the greedy pass and the hint in which half of each round's candidates move an op to a
-device the network prefers for it in the current placement and half are ``local_search``'s moves
-(experiments/results/learned_listsched.md at 50 evaluations, learned_equal_evaluations.md at 500
-and 2,000). An earlier search took the decisions the network was least sure of the other way and
-re-placed the rest by the policy: it stalled at 500-2,000 evaluations (experiments/studies.md).
-Placing a 10,000-op graph takes about a second, most of it the heuristics.
+better of the greedy pass and the hint whose candidates go where the current placement's step is
+decided: its critical path in the policy's loop (a transfer on it removed, a path op moved to a
+device the network prefers for it, a run of path ops moved together), and at least a quarter
+``local_search``'s moves (experiments/results/learned_listsched.md at 50 evaluations,
+learned_equal_evaluations.md at 500 and 2,000; experiments/studies.md, "The learned placer's
+search along the critical path"). Earlier searches took the decisions the network was least sure
+of the other way and re-placed the rest by the policy (it stalled at 500-2,000 evaluations), or
+moved any op the network preferred elsewhere (1% slower at 50 evaluations on graphs drawn like the
+training family).
+Placing a 10,000-op graph takes about 1.5 s, most of it the heuristics.
 
 The shipped weights (``learned.npz`` beside this file: numpy arrays read with
 ``allow_pickle=False``, so no code in a weights file runs, and no torch needed to place) were
@@ -62,7 +66,7 @@ from rlplace.placers import register
 from rlplace.placers.baselines import rank_order
 from rlplace.placers.fit import fastest_fit
 from rlplace.placers.search import HEURISTICS, LocalSearch, Moves, best_of, evaluate_rows
-from rlplace.schedule import Model, new_model
+from rlplace.schedule import Model, critical_path, new_model, schedule_of
 from rlplace.schedule.heap import pop, push
 from rlplace.schedule.list_scheduling import newly_ready_sources
 from rlplace.schedule.ops import (arrival, book_inputs, duration, fits, hold_op_memory, hold_persistent,
@@ -169,15 +173,20 @@ def scores(rows: np.ndarray, network) -> np.ndarray:
 def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations: int, batch: int = 8,
                   seed: int = 0) -> np.ndarray:
     """The best of ``evaluations`` placements the simulator runs: a local search (hill-climbing,
-    as ``local_search``) whose moves the network ranks. It starts from the better of the greedy
-    pass and the hint (two evaluations; with ``evaluations`` <= 2 that is all). The policy's loop runs the current placement (every op forced where it
-    is) and records its feature rows: a device's preference for an op is its score minus that
-    of the op's current device. Each round evaluates ``batch`` candidates: half move one
-    colocation unit to a device drawn by preference (Gumbel top-k: without replacement, in
-    proportion to exp(preference)) and not tried from the same device before; half are
-    ``local_search``'s moves (one unit or a run of units onto one device, ``Moves``). The
-    round's best is kept if it is not worse (memory overflow, then step time). Returns the
-    best placement, one device per op."""
+    as ``local_search``) whose moves go where the current placement's step is decided and the
+    network ranks. It starts from the better of the greedy pass and the hint (two evaluations;
+    with ``evaluations`` <= 2 that is all). The policy's loop runs the current placement (every
+    op forced where it is) and records its feature rows and its schedule, whose critical path
+    (``rlplace.schedule.critical_path``) says which ops and transfers the step waited for; a
+    device's preference for an op is its score minus that of the op's current device. Each
+    round's ``batch`` candidates (``_Round``): up to a quarter remove a transfer of the path
+    (its reader joins its producer's device, or the producer its reader's); the network's
+    preferred moves of path ops fill the first half (Gumbel top-k: in proportion to
+    exp(preference), without replacement); a quarter move a run of consecutive path ops onto
+    one device; the rest are ``local_search``'s moves (one unit or a run of units, ``Moves``).
+    A unit is never moved to the same device from the same device twice. The round's best is
+    kept if it is not worse (memory overflow, then step time). Returns the best placement, one
+    device per op."""
     graph, cluster = plan.graph, plan.cluster
     rng = np.random.default_rng(seed)
     moves = Moves(graph, cluster.num_devices, LocalSearch.run_fraction)
@@ -186,35 +195,79 @@ def policy_search(plan: "ListSchedule", network, budget: np.ndarray, evaluations
     j = int(np.lexsort((step, over))[0])
     current, best, spent = starts[j].copy(), (float(over[j]), float(step[j])), len(starts)
     tried: set[tuple[int, int, int]] = set()  # (unit, to, from)
-    preference = None
+    around = None
     while spent < evaluations and cluster.num_devices > 1:
-        if preference is None:
-            plan.run(network, budget, forced=current, record=True)
-            s = scores(plan.decisions.features, network)
-            preference = s - s[np.arange(len(s)), plan.decisions.chosen][:, None]
-            unit_of = moves.units.group_of[plan.decisions.order]
+        if around is None:
+            around = _Round(plan, network, budget, current, moves, tried)
         size = min(batch, evaluations - spent)
-        candidates = []
-        keys = preference + rng.gumbel(size=preference.shape)
-        for i in np.argsort(-keys, axis=None, kind="stable"):
-            if len(candidates) == (size + 1) // 2:
-                break
-            k, to = divmod(int(i), cluster.num_devices)
-            unit, came = int(unit_of[k]), int(current[plan.decisions.order[k]])
-            if to == came or (unit, to, came) in tried:
-                continue
-            tried.add((unit, to, came))
-            candidate = current.copy()
-            candidate[moves.units.group_of == unit] = to
-            candidates.append(candidate)
+        candidates = around.draw(size, rng)
         units = moves.of_placement(Placement(current))
         candidates += [moves.expand(moves.propose(units, rng)) for _ in range(size - len(candidates))]
         over, step = evaluate_rows(graph, cluster, np.stack(candidates))
         spent += size
         j = int(np.lexsort((step, over))[0])
         if (float(over[j]), float(step[j])) <= best:
-            current, best, preference = candidates[j], (float(over[j]), float(step[j])), None
+            current, best, around = candidates[j], (float(over[j]), float(step[j])), None
     return current
+
+
+class _Round:
+    """``policy_search``'s moves around one placement: its critical path in the policy's loop
+    (ops in time order, and the transfers on it as joins: (unit, device) pairs) and the
+    network's preference for moving each of the path's ops."""
+
+    def __init__(self, plan: "ListSchedule", network, budget: np.ndarray, current: np.ndarray, moves: Moves,
+                 tried: set[tuple[int, int, int]]):
+        self.current, self.group_of, self.tried = current, moves.units.group_of, tried
+        self.num_devices = plan.cluster.num_devices
+        m = plan.run(network, budget, forced=current, record=True)
+        schedule = schedule_of(m, plan.graph)
+        path = critical_path(plan.graph, schedule)
+        self.path = path.ops
+        self.joins = []
+        for (kind, k), (_, reader) in reversed(list(zip(path.steps, path.steps[1:]))):  # the latest first
+            if kind == "transfer":
+                producer = int(schedule.transfer_src_op[k])
+                self.joins += [(self.group_of[reader], current[producer]), (self.group_of[producer], current[reader])]
+        s = scores(plan.decisions.features, network)
+        preference = s - s[np.arange(len(s)), plan.decisions.chosen][:, None]
+        on_path = np.zeros(plan.graph.num_ops, dtype=bool)
+        on_path[self.path] = True
+        self.preference = np.where(on_path[plan.decisions.order][:, None], preference, -np.inf)
+        self.unit_of = self.group_of[plan.decisions.order]
+
+    def draw(self, size: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """Up to ``size`` - ``size // 4`` candidates: the joins, the network's moves, the runs."""
+        candidates: list[np.ndarray] = []
+        for unit, to in self.joins:
+            if len(candidates) >= size // 4:
+                break
+            self._move(candidates, int(unit), int(to))
+        keys = self.preference + rng.gumbel(size=self.preference.shape)
+        for i in np.argsort(-keys, axis=None, kind="stable"):
+            if len(candidates) >= (size + 1) // 2 or not np.isfinite(keys.flat[i]):
+                break
+            k, to = divmod(int(i), self.num_devices)
+            self._move(candidates, int(self.unit_of[k]), to)
+        for _ in range(size // 4 if len(self.path) >= 2 else 0):
+            length = int(rng.integers(2, max(3, len(self.path) // 4 + 1)))
+            first = int(rng.integers(0, max(1, len(self.path) - length + 1)))
+            candidate = self.current.copy()
+            candidate[np.isin(self.group_of, self.group_of[self.path[first:first + length]])] = int(
+                rng.integers(self.num_devices))
+            if np.any(candidate != self.current):
+                candidates.append(candidate)
+        return candidates
+
+    def _move(self, candidates: list[np.ndarray], unit: int, to: int) -> None:
+        """Add the current placement with ``unit`` on ``to``, unless it is there or was tried."""
+        members = self.group_of == unit
+        came = int(self.current[np.argmax(members)])
+        if to != came and (unit, to, came) not in self.tried:
+            self.tried.add((unit, to, came))
+            candidate = self.current.copy()
+            candidate[members] = to
+            candidates.append(candidate)
 
 
 class ListSchedule:
