@@ -7,12 +7,15 @@ the CPU either way):
 - training: evaluated placements per second of ``train`` (sampling, evaluation and the
   algorithm's update: REINFORCE for the Hierarchical Planner, PPO's 3 epochs over 20 samples
   for Mars);
+- the pretraining of the ``learned`` placer (``rlplace.learn.listsched``, evolution strategies on
+  its training family; ``agent=learned`` above is its PPO fine-tuning): seconds per generation
+  and the simulated placements per second it spends them on;
 - where Mars' time goes: seconds per update of k = 10 placements by phase (sampling,
   simulation, PPO's scoring forward passes, of which the graph and segment encoders, backward
   passes and Adam steps), and DGI pre-training, which runs once per graph before training.
 
     python experiments/bench_agents.py [out_dir] [--threads N] [--device cpu|cuda|cuda:N] [--results DIR]
-        [--agents hierarchical,mars,mars_128] [--ops 2000]
+        [--agents hierarchical,mars,mars_128,learned] [--ops 2000]
 
 Writes ``bench_agents.json`` and ``bench_agents.md`` to out_dir (``--results`` names it too); on a
 GPU ``bench_agents_cuda.{json,md}``, naming the GPU and the torch and CUDA versions.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import tempfile
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -33,6 +37,7 @@ import torch
 from rlplace.errors import ArgumentParser, run_script
 from rlplace.learn.algos import make_algorithm
 from rlplace.learn.base import Batch
+from rlplace.learn import listsched
 from rlplace.learn.configs import DGIConfig
 from rlplace.learn.device import device_name, resolve_device
 from rlplace.learn.policies import make_policy
@@ -41,14 +46,17 @@ from rlplace.learn.train import Evaluator, TrainConfig, flushed_subnormals, trai
 from rlplace.backends import SimBackend
 from rlplace.cluster import load_preset
 from rlplace.learn.env import PlacementEnv
+from rlplace.learn.family import training_family
 from rlplace.zoo import layered
 
 AGENTS = {  # agent: (algorithm, k samples per update, policy options beyond the paper defaults)
     "hierarchical": ("reinforce", 4, {}),
     "mars": ("ppo", 10, {"pretrain": False}),  # DGI runs once per graph, before training; not timed
     "mars (placer_hidden=128)": ("ppo", 10, {"pretrain": False, "placer_hidden": 128}),
+    "learned": ("ppo", 10, {}),
 }
-SHORT = {"hierarchical": "hierarchical", "mars": "mars", "mars_128": "mars (placer_hidden=128)"}  # --agents
+SHORT = {"hierarchical": "hierarchical", "mars": "mars", "mars_128": "mars (placer_hidden=128)",  # --agents
+         "learned": "learned"}
 
 
 def sampling_rate(graph, cluster, agent: str, k: int, options: dict, rounds: int, device: torch.device) -> float:
@@ -119,6 +127,24 @@ def mars_breakdown(graph, cluster, k: int, options: dict, rounds: int, device: t
     return breakdown
 
 
+def pretraining_rate(generations: int = 2) -> dict[str, float]:
+    """Seconds per generation of the ``learned`` placer's evolution strategies with its defaults
+    (``listsched.TrainConfig``: the whole training family, cloned first), and the simulated
+    placements a generation evaluates (each member's greedy pass and ``policy_search`` on each
+    of its graphs), per second."""
+    config = listsched.TrainConfig(generations=0)
+    with tempfile.TemporaryDirectory() as work:
+        trainer = listsched.Trainer(config, Path(work), training_family(config.seed, config.family_size), progress=False)
+        trainer.run()  # the best heuristics and the clone
+        start = time.perf_counter()
+        for _ in range(generations):
+            trainer.generation()
+        seconds = (time.perf_counter() - start) / generations
+    simulated = config.population * config.graphs_per_generation * (1 + config.search_evaluations)
+    return {"seconds_per_generation": seconds, "placements_per_generation": simulated,
+            "placements_per_second": simulated / seconds}
+
+
 def machine(device: torch.device, threads: int) -> str:
     """The hardware and software a row was measured on."""
     where = f"{platform.processor() or platform.machine()} CPU, {threads} torch thread(s)"
@@ -162,9 +188,12 @@ def main() -> None:
     k, options = AGENTS["mars"][1:]
     breakdown = mars_breakdown(graph, cluster, k, options, rounds=args.breakdown_rounds, device=device)
     print(breakdown, flush=True)
+    pretraining = pretraining_rate()
+    print(pretraining, flush=True)
     where = machine(device, args.threads)
     (out_dir / f"{stem}.json").write_text(json.dumps(
-        {"machine": where, "torch": torch.__version__, "throughput": records, "mars_breakdown_seconds": breakdown},
+        {"machine": where, "torch": torch.__version__, "throughput": records, "mars_breakdown_seconds": breakdown,
+         "learned_pretraining": pretraining},
         indent=1))
     lines = [f"Graph layered({args.ops}), cluster baechi_2080; {where}.", "",
              "| agent | k per update | samples + simulations / s | training placements / s |", "|---|---|---|---|"]
@@ -174,6 +203,11 @@ def main() -> None:
               f"{args.breakdown_rounds} update(s) after one to warm up:", "",
               "| phase | seconds |", "|---|---|"]
     lines += [f"| {phase} | {seconds:.2f} |" for phase, seconds in breakdown.items()]
+    lines += ["", f"The `learned` placer's pretraining (`python -m rlplace.learn.listsched`, its defaults: evolution "
+              f"strategies over its training family): {pretraining['seconds_per_generation']:.1f} s per generation, "
+              f"{pretraining['placements_per_generation']:,} simulated placements "
+              f"({pretraining['placements_per_second']:.0f} / s; the policy's loop runs beside each); "
+              f"a training run is the clone and 100 generations."]
     (out_dir / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -223,7 +223,7 @@ class Trainer:
             self.theta = flatten(self.net.network())
             self.adam_m, self.adam_v = np.zeros_like(self.theta), np.zeros_like(self.theta)
         while state["generation"] < c.generations:
-            self._generation()
+            self.generation()
             if state["generation"] % c.eval_every == 0 or state["generation"] == c.generations:
                 self._record("es")
                 bar.set_postfix(ratio=f"{state['curves'][-1]['ratio_geomean']:.3f}")
@@ -248,7 +248,8 @@ class Trainer:
                                  self.config.batch_size, self.generator)
         self.state["clone_round"] += 1
 
-    def _generation(self) -> None:
+    def generation(self) -> None:
+        """One generation of evolution strategies (module docstring, part 2); after ``run``."""
         c, like = self.config, self.net.network()
         which = self.rng.choice(len(self.plans), size=min(c.graphs_per_generation, len(self.plans)), replace=False)
         best = np.log(np.array(self.state["best"])[which])
