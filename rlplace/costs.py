@@ -11,7 +11,8 @@ a backward op of such a type takes its forward op's cost.
 
 ``roofline_time`` turns them into seconds on a ``DeviceSpec``:
 ``max(flops / peak_flops, bytes / memory_bandwidth) + launch_overhead`` (Williams et al.,
-"Roofline", CACM 2009, plus a fixed per-op dispatch cost). ``with_analytical_costs`` fills an
+"Roofline", CACM 2009, plus a fixed per-op dispatch cost; none for the aten ops that launch no
+kernel, ``NO_KERNEL``). ``with_analytical_costs`` fills an
 OpGraph's ``compute_time`` that way, so graphs built without running them get costs for the
 papers' GPUs.
 
@@ -448,6 +449,15 @@ ATEN_RULES: dict[str, Rule] = {
     "parameter": _free, "buffer": _free, "input": _free,
 }
 RULES.update(ATEN_RULES)
+# The ops of a traced PyTorch step that launch no kernel: aliases of an input's buffer (views,
+# ``detach``, ``split``), allocations by the caching allocator, shape queries and the step's
+# sources (resident tensors). PyTorch runs them on the host while the device works (kernel
+# launches are asynchronous), so they take no device time and pay no ``launch_overhead``.
+# ``lift_fresh_copy`` copies a constant: it launches. TensorFlow's executor runs every node as a
+# kernel call, so its FREE_OPS keep the per-node cost: in Baechi's GNMT profile (real GPUs)
+# ``Const`` and ``NoOp`` take a median 1 us, views (``Reshape``, ``ExpandDims``) 4-5 us and
+# kernels 8 us.
+NO_KERNEL = (ATEN_FREE_OPS - {"aten.lift_fresh_copy"}) | {"parameter", "buffer", "input"}
 
 
 def rule_for(op_type: str | None) -> Rule | None:
@@ -469,6 +479,7 @@ class OpCosts:
     flops: np.ndarray
     bytes: np.ndarray
     known: np.ndarray  # bool: the op's type (or its forward op's) has a formula
+    launches: np.ndarray  # bool: the op launches work on its device (not in NO_KERNEL)
     unknown_types: Counter = field(default_factory=Counter)  # op type -> ops without a formula
 
 
@@ -514,15 +525,19 @@ def op_costs(graph: OpGraph, counted_flops: np.ndarray | None = None) -> OpCosts
             flops[i], known[i] = counted[i], True
         elif not known[i]:
             unknown[graph.op_type[i]] += 1
-    return OpCosts(flops, moved, known, unknown)
+    launches = np.array([t not in NO_KERNEL for t in graph.op_type], dtype=bool)
+    return OpCosts(flops, moved, known, launches, unknown)
 
 
 # ----------------------------------------------------------------------------- times
-def roofline_time(flops: np.ndarray, nbytes: np.ndarray, device: str | DeviceSpec | Mapping) -> np.ndarray:
-    """Seconds per op: ``max(flops / peak_flops, bytes / memory_bandwidth) + launch_overhead``."""
+def roofline_time(flops: np.ndarray, nbytes: np.ndarray, device: str | DeviceSpec | Mapping,
+                  launches: np.ndarray | None = None) -> np.ndarray:
+    """Seconds per op: ``max(flops / peak_flops, bytes / memory_bandwidth) + launch_overhead``,
+    the overhead only for the ops ``launches`` marks (every op when it is None)."""
     spec = device_spec(device)
+    launch = spec.launch_overhead if launches is None else np.where(launches, spec.launch_overhead, 0.0)
     return np.maximum(np.asarray(flops, float) / spec.peak_flops,
-                      np.asarray(nbytes, float) / spec.memory_bandwidth) + spec.launch_overhead
+                      np.asarray(nbytes, float) / spec.memory_bandwidth) + launch
 
 
 def with_compute_time(graph: OpGraph, compute_time: np.ndarray,
@@ -541,7 +556,7 @@ def with_analytical_costs(graph: OpGraph, device: str | DeviceSpec | Mapping = "
     """``graph`` with ``compute_time`` from the roofline of ``device`` (FLOPs as ``op_costs``
     takes them); nothing else changes."""
     costs = op_costs(graph, counted_flops)
-    return with_compute_time(graph, roofline_time(costs.flops, costs.bytes, device))
+    return with_compute_time(graph, roofline_time(costs.flops, costs.bytes, device, costs.launches))
 
 
 # ----------------------------------------------------------------------------- perturbation

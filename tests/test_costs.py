@@ -117,6 +117,8 @@ def test_roofline_picks_the_binding_bound():
     spec = DeviceSpec("toy", peak_flops=1e12, memory_bandwidth=1e11, launch_overhead=1e-6)
     t = roofline_time(np.array([1e9, 1e6, 0.0]), np.array([1e6, 1e9, 0.0]), spec)
     np.testing.assert_allclose(t, [1e-3 + 1e-6, 1e-2 + 1e-6, 1e-6])
+    t = roofline_time(np.array([1e9, 1e6, 0.0]), np.array([1e6, 1e9, 0.0]), spec, np.array([True, False, False]))
+    np.testing.assert_allclose(t, [1e-3 + 1e-6, 1e-2, 0.0])  # no launch, no overhead
 
 
 def test_device_specs_presets_custom_and_errors():

@@ -184,7 +184,10 @@ def test_torch_training_step_graph(torch_graphs, name):
     assert costs.unknown_types == {}
     mm = [i for i, t in enumerate(g.op_type) if t in ("aten.convolution", "aten.mm", "aten.addmm", "aten.bmm")]
     assert mm and np.all(costs.flops[mm] > 0)
-    assert np.all(g.compute_time > 0)
+    # views, sources and allocations launch no kernel: no device time; every other op pays the launch
+    idle = {g.op_type[i] for i in np.flatnonzero(~costs.launches)}
+    assert {"parameter", "input", "aten.t" if name == "cnn" else "aten.view"} <= idle
+    assert np.all(g.compute_time[~costs.launches] == 0) and np.all(g.compute_time[costs.launches] > 0)
     check_placers_run(g, load_preset("baechi_2080"))
 
 
@@ -224,7 +227,7 @@ def test_torch_flops_are_pytorchs_own_count_but_for_a_grouped_convolutions_gradi
     types = np.array(g.op_type)
     assert np.nansum(counted[types != "aten.convolution_backward"]) == sum(by_op.values())
     assert np.nansum(counted[types == "aten.convolution_backward"]) < conv_backward  # the grouped one left out
-    assert np.all(imported.graph.compute_time > 0)
+    assert np.all(imported.graph.compute_time[~np.isnan(counted)] > 0)
 
 
 def test_torch_op_granularity_tags_layers_by_top_level_module_so_expert_splits_stages():
