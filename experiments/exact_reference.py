@@ -140,7 +140,8 @@ def main() -> None:
         record = json.loads(path.read_text())
         by_key = dict(graphs(args.quick))
         record["runs"] = [remeasure(r, by_key[r["key"]], args.placers) for r in record["runs"]]
-        record["remeasured"] = record.get("remeasured", []) + [{"placers": args.placers, "date": time.strftime("%Y-%m-%d")}]
+        earlier = [m for m in record.get("remeasured", []) if m["placers"] != args.placers]  # the latest per placer set
+        record["remeasured"] = earlier + [{"placers": args.placers, "date": time.strftime("%Y-%m-%d")}]
         path.write_text(json.dumps(record, indent=1) + "\n")
         (RESULTS / f"{stem}.md").write_text(markdown(record))
         print(markdown(record))

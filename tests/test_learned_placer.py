@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from conftest import training_graph
 from rlplace.cluster import Cluster, CommModel
 from rlplace.errors import CheckpointError, ConfigError
+from rlplace.graph import OpGraph
 from rlplace.learn.listsched import Network, TrainConfig, train
 from rlplace.learn.family import Instance
 from rlplace.placers import make_placer
@@ -313,3 +314,19 @@ def test_the_search_moves_around_the_critical_path_of_the_current_placement():
     again = around.draw(8, np.random.default_rng(0))
     single_moves = again[:len(again) - 8 // 4]  # the last quarter: runs of path ops
     assert single_moves and not any(c.tolist() in joined for c in single_moves)  # tried: never twice
+
+
+def test_a_transfer_queued_behind_another_on_a_sequential_link_joins_by_its_own_ends():
+    """Two tensors from device 0 to one reader on device 1 share a sequential link: the path
+    runs p, p's transfer, q's transfer (it waited for the link) and r. Only q's transfer is
+    followed by its reader; p's transfer joins p to where it was sent, never its queue
+    successor taken for an op."""
+    ops = [{"name": n, "compute_time": 1e-3, "persistent_bytes": 0, "temporary_bytes": 0,
+            "output_bytes": [10**8]} for n in "pqr"]
+    graph = OpGraph.from_records(ops, [("p", "r", 10**8), ("q", "r", 10**8)], name="two_to_one")
+    cluster = Cluster.homogeneous(2, 2**40, LINKS[0])
+    current = np.array([0, 0, 1])
+    around = _Round(ListSchedule(graph, cluster, current), load_weights(WEIGHTS), cluster.memory, current,
+                    Moves(graph, 2, LocalSearch.run_fraction), set())
+    assert around.path.tolist() == [0, 2]
+    assert [(int(u), int(d)) for u, d in around.joins] == [(2, 0), (1, 1), (0, 1)]

@@ -225,10 +225,12 @@ class _Round:
         path = critical_path(plan.graph, schedule)
         self.path = path.ops
         self.joins = []
-        for (kind, k), (_, reader) in reversed(list(zip(path.steps, path.steps[1:]))):  # the latest first
-            if kind == "transfer":
+        for (kind, k), (after, reader) in reversed(list(zip(path.steps, path.steps[1:]))):  # the latest first
+            if kind == "transfer":  # followed by its reader, or by the next transfer on a sequential link
                 producer = int(schedule.transfer_src_op[k])
-                self.joins += [(self.group_of[reader], current[producer]), (self.group_of[producer], current[reader])]
+                if after == "op":
+                    self.joins.append((self.group_of[reader], current[producer]))
+                self.joins.append((self.group_of[producer], int(schedule.transfer_dst_device[k])))
         s = scores(plan.decisions.features, network)
         preference = s - s[np.arange(len(s)), plan.decisions.chosen][:, None]
         on_path = np.zeros(plan.graph.num_ops, dtype=bool)
