@@ -145,3 +145,19 @@ def test_ops_do_not_depend_on_the_batch_size(name):
     a = extract(build_tf_model(name, **{**TINY[name], "batch_size": 2}))
     b = extract(build_tf_model(name, **{**TINY[name], "batch_size": 130}))  # tf.zeros switches at 1000
     assert a.names == b.names and a.edge_records() != b.edge_records()
+
+
+def test_the_graph_cache_holds_the_extraction_codes_graph(tmp_path, monkeypatch):
+    import rlplace.zoo as zoo
+    from rlplace.zoo import chain, zoo_graph, zoo_graph_path
+
+    monkeypatch.setenv("RLPLACE_CACHE", str(tmp_path))
+    knobs = TINY["linear_regression"]
+    first = zoo_graph("linear_regression", knobs)
+    path = zoo_graph_path("linear_regression", knobs)
+    assert path.is_file() and zoo_graph("linear_regression", knobs).num_ops == first.num_ops
+    chain(3).save(path)                     # what is cached under this code's key is read back
+    assert zoo_graph("linear_regression", knobs).num_ops == 3
+    monkeypatch.setattr(zoo, "extraction_code_tag", lambda: "other code")
+    assert zoo_graph_path("linear_regression", knobs) != path  # other builder code: extracted again
+    assert zoo_graph("linear_regression", knobs).num_ops == first.num_ops

@@ -5,7 +5,9 @@ TensorFlow) only when called, so importing ``rlplace.zoo`` stays fast."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import inspect
 import json
 import math
@@ -20,7 +22,7 @@ from rlplace.zoo.synthetic import chain, fork_join, layered, linear_regression
 
 TF_MODELS = ("bert", "gnmt", "inception_v3", "linear_regression", "tensor_holography", "transformer")
 
-__all__ = ["TF_MODELS", "build_tf_model", "cache_dir", "zoo_graph", "chain", "default_profile_path", "fork_join", "layered",
+__all__ = ["TF_MODELS", "build_tf_model", "cache_dir", "zoo_graph", "zoo_graph_path", "chain", "default_profile_path", "fork_join", "layered",
            "linear_regression", "load_baechi_profile", "load_graph"]
 
 
@@ -74,10 +76,29 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RLPLACE_CACHE", Path.home() / ".cache" / "rlplace")) / "graphs"
 
 
+# The code a zoo graph comes from: a cached graph is read only while these files are unchanged.
+EXTRACTION_MODULES = ("rlplace.zoo.tf_models", "rlplace.tf.builder", "rlplace.tf.layers", "rlplace.tf.extract")
+
+
+@functools.cache
+def extraction_code_tag() -> str:
+    """A digest of ``EXTRACTION_MODULES``' source files (found without importing TensorFlow)."""
+    digest = hashlib.sha1()
+    for name in EXTRACTION_MODULES:
+        digest.update(Path(importlib.util.find_spec(name).origin).read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def zoo_graph_path(model: str, knobs: Mapping[str, Any]) -> Path:
+    """Where ``zoo_graph`` caches a model: its name, its knobs and the extraction code's digest."""
+    key = json.dumps({"knobs": dict(knobs), "code": extraction_code_tag()}, sort_keys=True)
+    return cache_dir() / f"{model}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.json.gz"
+
+
 def zoo_graph(model: str, knobs: Mapping[str, Any]) -> OpGraph:
-    """The extracted (never run) TensorFlow zoo model, cached by name and knobs."""
-    tag = hashlib.sha1(json.dumps(dict(knobs), sort_keys=True).encode()).hexdigest()[:10]
-    path = cache_dir() / f"{model}_{tag}.json.gz"
+    """The extracted (never run) TensorFlow zoo model, cached by name, knobs and the extraction
+    code (a graph cached by other builder or extractor code is extracted again)."""
+    path = zoo_graph_path(model, knobs)
     if path.is_file():
         return OpGraph.load(path)
     from rlplace.tf.extract import extract
