@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import inspect
 import json
@@ -76,14 +77,19 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RLPLACE_CACHE", Path.home() / ".cache" / "rlplace")) / "graphs"
 
 
-# The code a zoo graph comes from: a cached graph is read only while these files are unchanged.
+# The code a zoo graph comes from: a cached graph is read only while these files (and the
+# installed TensorFlow) are unchanged.
 EXTRACTION_MODULES = ("rlplace.zoo.tf_models", "rlplace.tf.builder", "rlplace.tf.layers", "rlplace.tf.extract")
 
 
 @functools.cache
 def extraction_code_tag() -> str:
-    """A digest of ``EXTRACTION_MODULES``' source files (found without importing TensorFlow)."""
-    digest = hashlib.sha1()
+    """A digest of ``EXTRACTION_MODULES``' source files and the installed TensorFlow's version
+    (found without importing TensorFlow)."""
+    try:
+        digest = hashlib.sha1(importlib.metadata.version("tensorflow").encode())
+    except importlib.metadata.PackageNotFoundError:
+        digest = hashlib.sha1()
     for name in EXTRACTION_MODULES:
         digest.update(Path(importlib.util.find_spec(name).origin).read_bytes())
     return digest.hexdigest()[:10]
