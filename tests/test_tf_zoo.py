@@ -161,3 +161,16 @@ def test_the_graph_cache_holds_the_extraction_codes_graph(tmp_path, monkeypatch)
     monkeypatch.setattr(zoo, "extraction_code_tag", lambda: "other code")
     assert zoo_graph_path("linear_regression", knobs) != path  # other builder code: extracted again
     assert zoo_graph("linear_regression", knobs).num_ops == first.num_ops
+
+
+def test_a_graph_cache_file_that_does_not_read_is_extracted_again(tmp_path, monkeypatch):
+    from rlplace.zoo import zoo_graph, zoo_graph_path
+
+    monkeypatch.setenv("RLPLACE_CACHE", str(tmp_path))
+    knobs = TINY["linear_regression"]
+    path = zoo_graph_path("linear_regression", knobs)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\x1f\x8b truncated by a killed process")
+    graph = zoo_graph("linear_regression", knobs)
+    assert graph.num_ops > 3 and zoo_graph("linear_regression", knobs).num_ops == graph.num_ops
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # rewritten whole, nothing left beside

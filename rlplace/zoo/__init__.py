@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from rlplace.errors import ConfigError
+from rlplace.errors import ConfigError, GraphError
 from rlplace.graph import OpGraph
 from rlplace.zoo.baechi import default_profile_path, load_baechi_profile
 from rlplace.zoo.synthetic import chain, fork_join, layered, linear_regression
@@ -103,13 +103,20 @@ def zoo_graph_path(model: str, knobs: Mapping[str, Any]) -> Path:
 
 def zoo_graph(model: str, knobs: Mapping[str, Any]) -> OpGraph:
     """The extracted (never run) TensorFlow zoo model, cached by name, knobs and the extraction
-    code (a graph cached by other builder or extractor code is extracted again)."""
+    code (a graph cached by other builder or extractor code is extracted again, as is a cache
+    file that does not read). The cache file is written whole or not at all: processes that
+    extract the same model at once each write their own and rename it into place."""
     path = zoo_graph_path(model, knobs)
     if path.is_file():
-        return OpGraph.load(path)
+        try:
+            return OpGraph.load(path)
+        except GraphError:
+            pass
     from rlplace.tf.extract import extract
 
     graph = extract(build_tf_model(model, **knobs))
     path.parent.mkdir(parents=True, exist_ok=True)
-    graph.save(path)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    graph.save(partial)
+    os.replace(partial, path)
     return graph
