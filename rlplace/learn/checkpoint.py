@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlplace.atomic import write_whole
 from rlplace.errors import CheckpointError, first_line
 
 
@@ -94,9 +95,7 @@ def set_generator_state(path: Path, generator: torch.Generator, state: torch.Ten
 
 def write_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     """Write atomically: a kill while writing leaves the previous checkpoint intact."""
-    tmp = path.with_suffix(".tmp")
-    torch.save({f.name: getattr(checkpoint, f.name) for f in fields(Checkpoint)}, tmp)
-    tmp.replace(path)
+    write_whole(path, lambda out: torch.save({f.name: getattr(checkpoint, f.name) for f in fields(Checkpoint)}, out))
 
 
 def read_checkpoint(path: str | Path) -> Checkpoint:

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from rlplace.atomic import write_whole
 from rlplace.errors import ArgumentParser, CheckpointError, ConfigError, run_script
 from rlplace.learn.family import Instance, training_family
 from rlplace.placers.learned import FEATURES, LAYERS, NUM_FEATURES, ListSchedule, check_weights, policy_search
@@ -284,16 +285,17 @@ class Trainer:
                                 "loss": state.get("loss"), "evaluation_seconds": time.perf_counter() - started})
         if state["curves"][-1]["search_ratio_geomean"] <= min(
                 x["search_ratio_geomean"] for x in state["curves"]):
-            np.savez(self.out_dir / "learned.npz", **dict(zip(LAYERS, network)))
+            write_whole(self.out_dir / "learned.npz", lambda f: np.savez(f, **dict(zip(LAYERS, network))))
         self._save()
         (self.out_dir / "curves.json").write_text(json.dumps({"config": asdict(self.config),
                                                               "curves": state["curves"]}, indent=1))
 
     def _save(self) -> None:
         arrays = {} if self.theta is None else {k: torch.as_tensor(getattr(self, k)) for k in ("theta", "adam_m", "adam_v")}
-        torch.save({"config": asdict(self.config), "net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "generator": self.generator.get_state(), "rng": self.rng.bit_generator.state, "state": self.state,
-                    "labels": [torch.as_tensor(x) for x in self.labels], **arrays}, self.path)
+        saved = {"config": asdict(self.config), "net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "generator": self.generator.get_state(), "rng": self.rng.bit_generator.state, "state": self.state,
+                 "labels": [torch.as_tensor(x) for x in self.labels], **arrays}
+        write_whole(self.path, lambda f: torch.save(saved, f))
 
     def _restore(self) -> None:
         saved = torch.load(self.path, weights_only=True)

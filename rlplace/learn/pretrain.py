@@ -23,13 +23,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from torch_geometric.nn import DeepGraphInfomax
 
+from rlplace.atomic import write_whole
 from rlplace.learn.configs import DGIConfig
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,7 @@ def pretrain_encoder(encoder: torch.nn.Module, x: torch.Tensor, edge_index: torc
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            torch.save({"encoder": best_state, "losses": losses}, tmp)
-            tmp.replace(path)
+            write_whole(path, lambda f: torch.save({"encoder": best_state, "losses": losses}, f))
         except OSError as exc:
             log.warning(f"DGI cache {path}: cannot write it ({exc.strerror or exc}); the pre-trained weights are "
                         "used but not cached (agent.policy.dgi.cache_dir=null turns the cache off)")

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from rlplace.atomic import write_whole
 from rlplace.errors import ConfigError, GraphError
 from rlplace.graph import OpGraph
 from rlplace.zoo.baechi import default_profile_path, load_baechi_profile
@@ -116,7 +117,5 @@ def zoo_graph(model: str, knobs: Mapping[str, Any]) -> OpGraph:
 
     graph = extract(build_tf_model(model, **knobs))
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    graph.save(partial)
-    os.replace(partial, path)
+    write_whole(path, graph.save)
     return graph
