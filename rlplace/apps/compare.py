@@ -37,6 +37,7 @@ from tqdm import tqdm
 from rlplace.apps.beside import beside_placers
 from rlplace.apps.common import refuse_to_overwrite, run_app, user_errors, verifying
 from rlplace.apps.schema import COMPARE_PLACERS
+from rlplace.atomic import write_whole
 from rlplace.backends import make_backend
 from rlplace.bounds import communication_bound
 from rlplace.cluster import Cluster
@@ -98,7 +99,7 @@ def compare(cfg: DictConfig, out_dir: Path) -> list[dict]:
             for line in failures:
                 tqdm.write(line, file=sys.stderr)
             failures.clear()
-        (out_dir / "results.json").write_text(json.dumps(records, indent=1))  # keep what is done
+        write_whole(out_dir / "results.json", lambda f: f.write(json.dumps(records, indent=1).encode()))  # keep what is done
 
     log.info(format_table(records, cluster))
     placed = [r for r in records if "error" not in r]
