@@ -158,9 +158,10 @@ def test_the_graph_cache_holds_the_extraction_codes_graph(tmp_path, monkeypatch)
     assert path.is_file() and zoo_graph("linear_regression", knobs).num_ops == first.num_ops
     chain(3).save(path)                     # what is cached under this code's key is read back
     assert zoo_graph("linear_regression", knobs).num_ops == 3
-    monkeypatch.setattr(zoo, "extraction_code_tag", lambda: "other code")
+    monkeypatch.setattr(zoo, "extraction_code_tag", lambda: "othercode")
     assert zoo_graph_path("linear_regression", knobs) != path  # other builder code: extracted again
     assert zoo_graph("linear_regression", knobs).num_ops == first.num_ops
+    assert [p.name for p in path.parent.iterdir()] == [zoo_graph_path("linear_regression", knobs).name]  # the old one removed
 
 
 def test_a_graph_cache_file_that_does_not_read_is_extracted_again(tmp_path, monkeypatch):

@@ -97,16 +97,17 @@ def extraction_code_tag() -> str:
 
 
 def zoo_graph_path(model: str, knobs: Mapping[str, Any]) -> Path:
-    """Where ``zoo_graph`` caches a model: its name, its knobs and the extraction code's digest."""
-    key = json.dumps({"knobs": dict(knobs), "code": extraction_code_tag()}, sort_keys=True)
-    return cache_dir() / f"{model}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.json.gz"
+    """Where ``zoo_graph`` caches a model: ``<model>_<digest of knobs>_<extraction code tag>``."""
+    knobs_tag = hashlib.sha1(json.dumps(dict(knobs), sort_keys=True).encode()).hexdigest()[:10]
+    return cache_dir() / f"{model}_{knobs_tag}_{extraction_code_tag()}.json.gz"
 
 
 def zoo_graph(model: str, knobs: Mapping[str, Any]) -> OpGraph:
     """The extracted (never run) TensorFlow zoo model, cached by name, knobs and the extraction
-    code (a graph cached by other builder or extractor code is extracted again, as is a cache
-    file that does not read). The cache file is written whole or not at all: processes that
-    extract the same model at once each write their own and rename it into place."""
+    code (a graph cached by other builder or extractor code is extracted again, and the older file
+    removed; so is a cache file that does not read). The cache file is written whole or not at
+    all: processes that extract the same model at once each write their own and rename it into
+    place."""
     path = zoo_graph_path(model, knobs)
     if path.is_file():
         try:
@@ -118,4 +119,8 @@ def zoo_graph(model: str, knobs: Mapping[str, Any]) -> OpGraph:
     graph = extract(build_tf_model(model, **knobs))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_whole(path, graph.save)
+    stem = path.name.removesuffix(f"_{extraction_code_tag()}.json.gz")
+    for older in path.parent.glob(f"{stem}_*.json.gz"):  # the same model extracted by other code
+        if older != path:
+            older.unlink(missing_ok=True)
     return graph
